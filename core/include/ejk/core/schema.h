@@ -1,0 +1,100 @@
+// An op's spec, parsed and validated: axes, arguments, backends, constraints, candidate
+// configs, heuristics and the ahead-of-time variant sets. The generator and the runtime both
+// build keys through this class from the same spec text (the runtime from a copy the generator
+// embeds), so the AOT set, the registry and run-time key construction cannot disagree.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ejk/core/variant_key.h"
+
+namespace ejk {
+
+struct AxisDef {
+  std::string name;
+  AxisKind kind = AxisKind::Int;
+  std::string token;                     // Int: prefix; Flag: token when on
+  std::vector<int64_t> int_values;       // Int: values the generator may pre-build
+  int64_t jit_min = 0, jit_max = 0;      // Int: other values allowed through JIT, in range ...
+  int64_t jit_multiple_of = 1;           // ... and a multiple of this
+  std::vector<std::string> enum_values;  // Enum
+  std::string doc;
+  int line = 0;                          // where the spec defines it, for messages
+};
+
+struct TensorArgDef {
+  std::string name;
+  std::vector<std::string> layout;  // symbolic dims, e.g. {"B","Sq","Hq","D"}
+  std::vector<std::string> dtypes;
+  bool optional = false;
+  std::string doc;
+};
+
+struct ScalarArgDef {
+  std::string name, type, default_value, doc;
+};
+
+struct TargetDef {
+  std::string name;                        // "avx512", "sm90a"
+  std::vector<std::string> compile_flags;  // AOT flags for this target
+  std::vector<std::string> requires_features;  // host CPU features (cpu) or arch facts
+};
+
+struct HeuristicRule {
+  std::string when;                       // expression over problem variables
+  std::map<std::string, int64_t> choose;  // axis -> value
+};
+
+struct BackendDef {
+  std::string name;                      // "cpu", "cuda"
+  std::vector<TargetDef> targets;
+  std::string template_file;             // under templates/
+  std::string source_suffix;             // ".cpp", ".cu"
+  std::vector<std::string> constraints;  // expressions over axis values; all must hold
+  std::vector<std::map<std::string, int64_t>> configs;  // candidate block configs
+  std::vector<HeuristicRule> heuristic;  // first rule whose `when` holds wins
+  // AOT sets: each maps axis (or "target") -> allowed values; the product is pre-built.
+  std::vector<std::map<std::string, std::vector<std::string>>> aot;
+};
+
+class OpSchema {
+ public:
+  // Parses and validates spec text. Errors: SpecError "file:line: key: what is wrong".
+  static OpSchema parse(std::string_view yaml_text, std::string file_name);
+
+  const std::string& op() const { return op_; }        // kernel family, e.g. "flash_fwd"
+  const std::string& api() const { return api_; }      // user-facing op, e.g. "flash_attention"
+  const std::string& file() const { return file_; }
+  const std::vector<AxisDef>& axes() const { return axes_; }
+  const std::vector<TensorArgDef>& tensors() const { return tensors_; }
+  const std::vector<ScalarArgDef>& scalars() const { return scalars_; }
+  const std::vector<BackendDef>& backends() const { return backends_; }
+  const BackendDef& backend(std::string_view name) const;  // InvalidArgument if absent
+  bool has_backend(std::string_view name) const;
+
+  // A key with every axis at its first value / off, for the given backend and target.
+  VariantKey blank_key(std::string_view backend, std::string_view target) const;
+  // Inverse of to_string(); InvalidArgument naming the bad token.
+  VariantKey parse_key(std::string_view text) const;
+  // Domain and constraint checks; InvalidArgument naming the axis and the allowed values.
+  void validate(const VariantKey& key) const;
+  // The expanded, validated, de-duplicated AOT set of a backend, in a stable order.
+  std::vector<VariantKey> aot_keys(std::string_view backend) const;
+  // Heuristic: axis values chosen for a problem (variables such as head_dim, seqlen_q, ...).
+  std::map<std::string, int64_t> choose_config(std::string_view backend,
+                                               const std::map<std::string, int64_t>& problem) const;
+  // Values for template placeholders: key, symbol, target, each axis (flags as true/false).
+  std::map<std::string, std::string> template_vars(const VariantKey& key) const;
+
+ private:
+  std::string op_, api_, file_;
+  std::vector<AxisDef> axes_;
+  std::vector<TensorArgDef> tensors_;
+  std::vector<ScalarArgDef> scalars_;
+  std::vector<BackendDef> backends_;
+};
+
+}  // namespace ejk

@@ -1,0 +1,34 @@
+// Freestanding basics shared by every kernel header.
+// No standard headers on purpose: the same text compiles under g++ (AOT), clang through the
+// ORC JIT, nvcc, NVRTC and HIPRTC, and parsing libstdc++ would dominate CPU JIT latency.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__CUDACC_RTC__) || defined(__HIPCC_RTC__)
+#define EJK_GPU_COMPILE 1
+#define EJK_HD __host__ __device__ __forceinline__
+#else
+#define EJK_GPU_COMPILE 0
+#define EJK_HD inline __attribute__((always_inline))
+#endif
+
+namespace ejk {
+using i32 = int;
+using u32 = unsigned int;
+using i64 = long long;
+using u64 = unsigned long long;
+using u16 = unsigned short;
+
+// Larger than any sequence length, small enough that q +/- kUnbounded cannot overflow.
+constexpr i64 kUnbounded = (i64)1 << 60;
+
+template <class T> EJK_HD T min_of(T a, T b) { return a < b ? a : b; }
+template <class T> EJK_HD T max_of(T a, T b) { return a < b ? b : a; }
+template <class T> EJK_HD T ceil_div(T a, T b) { return (a + b - 1) / b; }
+
+// Bit patterns instead of INFINITY/NAN macros: math.h is not available under NVRTC.
+#if EJK_GPU_COMPILE
+EJK_HD float neg_inf_f32() { return __int_as_float(0xff800000); }
+#else
+EJK_HD float neg_inf_f32() { return __builtin_bit_cast(float, 0xff800000u); }
+#endif
+}  // namespace ejk

@@ -1,0 +1,50 @@
+// Arguments of the flash attention forward kernels, shared by every backend.
+// Plain data: the runtime fills it after validating shapes; kernels trust it.
+// Strides are in elements; the head_dim axis of q, k, v and out is contiguous (stride 1).
+#pragma once
+#include "ejk/kernels/common/base.h"
+#include "ejk/kernels/common/mask.h"
+
+namespace ejk {
+
+struct FlashFwdParams {
+  // Element type of q, k, v, out and bias is the variant's dtype.
+  const void* q;    // [B, Sq, Hq, D]   varlen: [total_q, Hq, D] (batch stride unused)
+  const void* k;    // [B, Sk, Hkv, D]  varlen: [total_k, Hkv, D]
+  const void* v;    // [B, Sk, Hkv, D]
+  void* out;        // [B, Sq, Hq, D]
+  float* lse;       // [B, Hq, Sq] float32; varlen: [1, Hq, total_q]
+
+  const void* bias;            // [B|1, Hq|1, Sq, Sk] (bias variants), stride 0 broadcasts
+  const i32* q_segment_ids;    // [B, Sq] or null
+  const i32* kv_segment_ids;   // [B, Sk] or null (both or neither)
+  const i32* cu_seqlens_q;     // [batch + 1] or null: varlen mode when set
+  const i32* cu_seqlens_k;     // [batch + 1], set together with cu_seqlens_q
+  const float* softmax_aux;    // [Hq, num_sinks] float32 (sink variants)
+
+  i64 batch;                   // varlen: number of packed sequences
+  i64 seqlen_q, seqlen_k;      // varlen: the longest sequence of each
+  i64 heads_q, heads_kv, head_dim;
+  i64 num_sinks;
+
+  i64 q_stride_b, q_stride_s, q_stride_h;
+  i64 k_stride_b, k_stride_s, k_stride_h;
+  i64 v_stride_b, v_stride_s, v_stride_h;
+  i64 o_stride_b, o_stride_s, o_stride_h;
+  i64 lse_stride_b, lse_stride_h;  // lse[b * lse_stride_b + h * lse_stride_h + s]
+  i64 bias_stride_b, bias_stride_h, bias_stride_q;  // key axis contiguous
+  i64 q_seg_stride_b, kv_seg_stride_b;
+
+  float scale;                 // applied to dot(q, k)
+  float softcap;               // cap of softcap variants (> 0)
+  MaskSpec mask;               // causal bit mirrors the variant; window bounds used by window variants
+  i32 normalize_output;        // 0: out is not divided by the softmax denominator
+};
+
+// Work decomposition shared by the runtime and the CPU kernels: one task is one
+// (sequence, q head, block of block_q queries). Tasks past a sequence's end are empty.
+EJK_HD i64 flash_fwd_num_tasks(const FlashFwdParams& p, i64 block_q) {
+  return p.batch * p.heads_q * ceil_div(p.seqlen_q, block_q);
+}
+
+}  // namespace ejk
