@@ -6,6 +6,8 @@
 // and lse [B, Hq, Sq] in float32.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -69,5 +71,18 @@ FlashAttentionResult flash_attention(const FlashAttentionInputs& in,
 // Writes into caller-provided outputs (shapes/dtypes as above, validated).
 RunInfo flash_attention_into(const FlashAttentionInputs& in, const FlashAttentionOptions& opt,
                              const TensorView& out, const TensorView& lse);
+
+// The float64 reference: same validation, same mask definitions (mask.h) as the kernels,
+// plain two-pass softmax in double. out in q's layout (contiguous), lse [B, Hq, Sq].
+struct FlashAttentionReference {
+  std::vector<double> out, lse;
+};
+FlashAttentionReference flash_attention_reference(const FlashAttentionInputs& in,
+                                                  const FlashAttentionOptions& opt = {});
+
+// Called with (key, true) before a variant is compiled and (key, false) after, from the
+// compiling thread; the CLI shows progress with it. Pass an empty function to remove.
+using CompileObserver = std::function<void(std::string_view key, bool started)>;
+void set_compile_observer(CompileObserver observer);
 
 }  // namespace ejk

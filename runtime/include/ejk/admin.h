@@ -1,0 +1,50 @@
+// Inspecting and preparing what the runtime can run: built-in variants, the disk cache, and
+// compiling a variant ahead of use (to warm a cache for a fleet).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ejk {
+
+struct OpListing {
+  std::string api;                    // "flash_attention"
+  std::string op;                     // "flash_fwd"
+  std::string spec_file;
+  std::vector<std::string> backends;  // backends the spec defines
+  std::vector<std::string> builtin;   // AOT keys in this build
+};
+std::vector<OpListing> list_ops();
+
+struct CacheEntry {
+  std::string backend, key, hash;
+  std::filesystem::path path;
+  uint64_t size = 0;
+  bool valid = true;
+  std::string problem;  // why it is not valid
+};
+std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ejkernel or ~/.cache/ejkernel, + /v<format>
+std::vector<CacheEntry> cache_list(bool verify);
+size_t cache_clear();
+
+struct CompileRequest {
+  std::string api = "flash_attention";
+  std::string backend = "cpu";
+  std::string target;  // empty: the host's (cpu) or the device's (cuda)
+  // Axis values by axis name; ints as decimal, flags "0"/"1", enums by name. Missing block
+  // sizes come from the spec's heuristic.
+  std::map<std::string, std::string> axes;
+};
+
+struct CompileReport {
+  std::string key, target, source;  // source: aot, cache or jit
+  double compile_ms = 0;
+  std::filesystem::path cache_path;
+  int registers = -1;       // GPU variants, when the compiler reports them
+  int64_t shared_bytes = -1;
+};
+CompileReport compile_variant(const CompileRequest& req);
+
+}  // namespace ejk

@@ -1,0 +1,95 @@
+// list_ops, the cache commands and compile_variant (ejk/admin.h).
+#include "ejk/admin.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "cache/disk_cache.h"
+#include "cpu_backend.h"
+#include "ejk/core/error.h"
+#include "registry.h"
+
+namespace ejk {
+
+std::vector<OpListing> list_ops() {
+  std::vector<OpListing> out;
+  for (const OpSchema* s : detail::all_op_schemas()) {
+    OpListing l{s->api(), s->op(), s->file(), {}, {}};
+    for (const auto& b : s->backends()) l.backends.push_back(b.name);
+    std::string prefix = s->op() + ".";
+    for (size_t i = 0; i < generated::kNumCpuAot; ++i)
+      if (std::string_view(generated::kCpuAot[i].key).starts_with(prefix)) l.builtin.push_back(generated::kCpuAot[i].key);
+    for (size_t i = 0; i < generated::kNumCudaAot; ++i)
+      if (std::string_view(generated::kCudaAot[i].key).starts_with(prefix)) l.builtin.push_back(generated::kCudaAot[i].key);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::filesystem::path cache_root() { return cache::default_root(); }
+
+std::vector<CacheEntry> cache_list(bool verify) {
+  std::vector<CacheEntry> out;
+  for (const auto& e : cache::DiskCache().list(verify))
+    out.push_back({e.backend, e.key, e.hash_hex, e.path, e.size, e.valid, e.problem});
+  return out;
+}
+
+size_t cache_clear() { return cache::DiskCache().clear(); }
+
+namespace {
+
+const OpSchema& schema_for_api(std::string_view api) {
+  for (const OpSchema* s : detail::all_op_schemas())
+    if (s->api() == api) return *s;
+  throw InvalidArgument(fmt::format("compile: unknown op '{}'", api));
+}
+
+// Sets the request's axis values on the key; block sizes the request leaves out come from the
+// spec's heuristic for a long sequence.
+VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, const std::string& target) {
+  VariantKey key = schema.blank_key(req.backend, target);
+  std::map<std::string, int64_t> problem{{"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}};
+  for (const auto& [name, value] : req.axes) {
+    const AxisValue& a = key.axis(name);
+    try {
+      switch (a.kind) {
+        case AxisKind::Int: key.set_int(name, std::stoll(value)); problem[name] = std::stoll(value); break;
+        case AxisKind::Enum: key.set_enum(name, value); break;
+        case AxisKind::Flag: key.set_flag(name, value == "1" || value == "true"); problem[name] = key.get_flag(name); break;
+      }
+    } catch (const std::invalid_argument&) {
+      throw InvalidArgument(fmt::format("compile: axis {} expects an integer, got '{}'", name, value));
+    }
+  }
+  if (key.get_enum("dtype") == "f32") problem["dtype_bytes"] = 4; else problem["dtype_bytes"] = 2;
+  auto chosen = schema.choose_config(req.backend, problem);
+  for (const char* b : {"block_q", "block_k"})
+    if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
+  schema.validate(key);
+  return key;
+}
+
+}  // namespace
+
+CompileReport compile_variant(const CompileRequest& req) {
+  const OpSchema& schema = schema_for_api(req.api);
+  if (req.backend != "cpu")
+    throw BackendUnavailable(fmt::format("compile: backend '{}' is not available in this build", req.backend));
+  std::string target = req.target.empty() ? detail::host_cpu_target(schema) : req.target;
+  if (target != detail::host_cpu_target(schema) && std::getenv("EJK_CPU_TARGET") == nullptr)
+    throw InvalidArgument(fmt::format("compile: CPU variants compile for this host's CPU (target {}), "
+                                      "got --target {}", detail::host_cpu_target(schema), target));
+  VariantKey key = key_from_request(schema, req, target);
+  detail::CpuVariant v = detail::acquire_cpu_variant(schema, key);
+  CompileReport rep;
+  rep.key = to_string(key);
+  rep.target = target;
+  rep.source = std::string(source_name(v.source));
+  rep.compile_ms = v.compile_ms;
+  rep.cache_path = v.cache_path;
+  return rep;
+}
+
+}  // namespace ejk

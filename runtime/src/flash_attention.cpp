@@ -1,0 +1,142 @@
+// ejk::flash_attention: validate → variant key → backend.
+#include "ejk/flash_attention.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "cpu_backend.h"
+#include "ejk/core/error.h"
+#include "flash_validate.h"
+#include "registry.h"
+
+namespace ejk {
+
+std::string_view backend_name(Backend b) {
+  switch (b) {
+    case Backend::auto_: return "auto";
+    case Backend::cpu: return "cpu";
+    case Backend::cuda: return "cuda";
+    case Backend::hip: return "hip";
+  }
+  return "?";
+}
+
+Backend parse_backend(std::string_view s) {
+  if (s == "auto") return Backend::auto_;
+  if (s == "cpu") return Backend::cpu;
+  if (s == "cuda") return Backend::cuda;
+  if (s == "hip") return Backend::hip;
+  throw InvalidArgument(fmt::format("backend: unknown '{}', expected auto, cpu, cuda or hip", s));
+}
+
+std::string_view source_name(VariantSource s) {
+  switch (s) {
+    case VariantSource::aot: return "aot";
+    case VariantSource::cache: return "cache";
+    case VariantSource::jit: return "jit";
+  }
+  return "?";
+}
+
+namespace detail {
+
+// The key of the variant that computes this problem on `backend`/`target`.
+VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const FlashAttentionOptions& opt,
+                     std::string_view backend, std::string_view target) {
+  VariantKey key = schema.blank_key(backend, target);
+  key.set_enum("dtype", std::string(dtype_name(pb.dtype)));
+  key.set_int("head_dim", pb.params.head_dim);
+  std::map<std::string, int64_t> problem{{"head_dim", pb.params.head_dim},
+                                         {"seqlen_q", pb.params.seqlen_q},
+                                         {"seqlen_k", pb.params.seqlen_k},
+                                         {"causal", opt.causal ? 1 : 0},
+                                         {"dtype_bytes", static_cast<int64_t>(dtype_size(pb.dtype))}};
+  auto chosen = schema.choose_config(backend, problem);
+  key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
+  key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
+  key.set_flag("causal", opt.causal);
+  key.set_flag("window", pb.window);
+  key.set_flag("softcap", pb.softcap);
+  key.set_flag("sinks", pb.sinks);
+  key.set_flag("bias", pb.bias);
+  schema.validate(key);
+  return key;
+}
+
+RunInfo run_flash_cpu(FlashProblem& pb, const FlashAttentionOptions& opt) {
+  const OpSchema& schema = op_schema("flash_fwd");
+  VariantKey key = flash_key(schema, pb, opt, "cpu", host_cpu_target(schema));
+  CpuVariant v = acquire_cpu_variant(schema, key);
+  pb.params.softmax_aux = pb.sinks ? pb.sinks_f32.data() : nullptr;
+  run_cpu_tasks(v.fn, &pb.params, flash_fwd_num_tasks(pb.params, key.get_int("block_q")));
+  RunInfo info;
+  info.key = to_string(key);
+  info.backend = Backend::cpu;
+  info.source = v.source;
+  info.compile_ms = v.compile_ms;
+  info.load_ms = v.load_ms;
+  return info;
+}
+
+}  // namespace detail
+
+namespace {
+
+RunInfo dispatch(detail::FlashProblem& pb, const FlashAttentionOptions& opt) {
+  switch (pb.device.kind) {
+    case DeviceKind::cpu:
+      if (opt.backend != Backend::auto_ && opt.backend != Backend::cpu)
+        throw InvalidArgument(fmt::format("backend: {} was requested, but q is on the CPU",
+                                          backend_name(opt.backend)));
+      return detail::run_flash_cpu(pb, opt);
+    default:
+      throw BackendUnavailable(fmt::format(
+          "flash_attention: no backend for tensors on {} in this build", to_string(pb.device)));
+  }
+}
+
+}  // namespace
+
+RunInfo flash_attention_into(const FlashAttentionInputs& in, const FlashAttentionOptions& opt,
+                             const TensorView& out, const TensorView& lse) {
+  detail::FlashProblem pb = detail::check_flash_inputs(in, opt);
+  detail::bind_flash_outputs(pb, out, lse);
+  return dispatch(pb, opt);
+}
+
+FlashAttentionResult flash_attention(const FlashAttentionInputs& in, const FlashAttentionOptions& opt) {
+  detail::FlashProblem pb = detail::check_flash_inputs(in, opt);
+  if (pb.device.kind != DeviceKind::cpu)
+    throw InvalidArgument("flash_attention: outputs on a device must be passed to flash_attention_into");
+  FlashAttentionResult r;
+  r.out = Tensor::empty(pb.out_shape, pb.dtype, pb.device);
+  r.lse = Tensor::empty(pb.lse_shape, DType::f32, pb.device);
+  detail::bind_flash_outputs(pb, r.out.view(), r.lse.view());
+  r.info = dispatch(pb, opt);
+  return r;
+}
+
+}  // namespace ejk
+
+#include "ejk/reference.h"
+
+namespace ejk {
+
+FlashAttentionReference flash_attention_reference(const FlashAttentionInputs& in,
+                                                  const FlashAttentionOptions& opt) {
+  detail::FlashProblem pb = detail::check_flash_inputs(in, opt);
+  if (pb.device.kind != DeviceKind::cpu)
+    throw InvalidArgument("flash_attention_reference: inputs must be CPU tensors");
+  pb.params.softmax_aux = pb.sinks ? pb.sinks_f32.data() : nullptr;
+  FlashAttentionReference r;
+  int64_t n_out = 1, n_lse = 1;
+  for (int64_t s : pb.out_shape) n_out *= s;
+  for (int64_t s : pb.lse_shape) n_lse *= s;
+  r.out.resize(n_out);
+  r.lse.resize(n_lse);
+  reference_flash_fwd(pb.params, pb.dtype, r.out.data(), r.lse.data());
+  return r;
+}
+
+}  // namespace ejk

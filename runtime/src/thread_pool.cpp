@@ -1,0 +1,95 @@
+#include "thread_pool.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace ejk {
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool([] {
+    if (const char* s = std::getenv("EJK_NUM_THREADS")) {
+      int n = std::atoi(s);
+      if (n > 0) return n;
+    }
+    unsigned hc = std::thread::hardware_concurrency();
+    return hc ? static_cast<int>(hc) : 1;
+  }());
+  return pool;
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_ranges() {
+  for (;;) {
+    int64_t begin = next_.fetch_add(grain_, std::memory_order_relaxed);
+    if (begin >= n_) return;
+    int64_t end = std::min(n_, begin + grain_);
+    try {
+      (*fn_)(begin, end);
+    } catch (...) {
+      std::lock_guard lk(mu_);
+      if (!error_) error_ = std::current_exception();
+      next_.store(n_);  // stop handing out work
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lk(mu_);
+      wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      ++active_;
+    }
+    run_ranges();
+    {
+      std::lock_guard lk(mu_);
+      if (--active_ == 0) done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  std::lock_guard job(job_mu_);
+  if (workers_.empty() || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    fn_ = &fn;
+    n_ = n;
+    grain_ = std::max<int64_t>(1, grain);
+    next_.store(0);
+    error_ = nullptr;
+    ++generation_;
+  }
+  wake_.notify_all();
+  run_ranges();
+  std::exception_ptr err;
+  {
+    std::unique_lock lk(mu_);
+    done_.wait(lk, [&] { return active_ == 0; });
+    fn_ = nullptr;
+    err = error_;
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+}  // namespace ejk

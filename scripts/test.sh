@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds and runs every test: a Release build, then the same suite under AddressSanitizer +
+# UndefinedBehaviorSanitizer. Installs the Debian dependencies first.
+# EJK_TEST_SANITIZERS=0 skips the sanitizer pass (for quick local runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-deps.sh
+jobs=$(nproc)
+
+run_suite() {  # build dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  rm -rf "$dir/test-cache"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs")
+}
+
+echo "== Release build and tests"
+run_suite build -DCMAKE_BUILD_TYPE=Release
+if [ "${EJK_TEST_SANITIZERS:-1}" != 0 ]; then
+  echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+  # LLVM's shared libraries are not instrumented; their allocations are not ours to report.
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEJK_SANITIZE=ON
+fi
