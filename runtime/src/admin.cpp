@@ -50,7 +50,8 @@ const OpSchema& schema_for_api(std::string_view api) {
 // spec's heuristic for a long sequence.
 VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, const std::string& target) {
   VariantKey key = schema.blank_key(req.backend, target);
-  std::map<std::string, int64_t> problem{{"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}};
+  std::map<std::string, int64_t> problem{{"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0},
+                                         {"head_dim", key.get_int("head_dim")}};
   for (const auto& [name, value] : req.axes) {
     const AxisValue& a = key.axis(name);
     try {
@@ -64,7 +65,7 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
     }
   }
   if (key.get_enum("dtype") == "f32") problem["dtype_bytes"] = 4; else problem["dtype_bytes"] = 2;
-  auto chosen = schema.choose_config(req.backend, problem);
+  auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
   schema.validate(key);

@@ -45,16 +45,25 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 #if EJK_HAVE_ORC_JIT
+// The -march= of the key's target, so a JIT-built variant is the code its AOT build would be
+// (an avx2 key gets AVX2 code on an AVX-512 host too).
+std::string target_march(const OpSchema& schema, const VariantKey& key) {
+  const TargetDef* t = schema.backend("cpu").find_target(key.target);
+  if (t)
+    for (const auto& f : t->compile_flags)
+      if (f.rfind("-march=", 0) == 0) return f.substr(7);
+  throw InvalidArgument(fmt::format("{}: target {} has no -march= flag", schema.file(), key.target));
+}
+
 // Everything that determines the object: the source and every header it may include, the
-// generator version, and the compiler with its flags, target and CPU features.
-std::string jit_hash(const std::string& key, const std::string& source) {
-  std::vector<std::string_view> parts{"cpu", key, source, generated::kGeneratorVersion};
+// generator version, and the compiler with its flags and target CPU.
+std::string jit_hash(const std::string& key, const std::string& source, const std::string& march) {
+  std::string identity = jit::CpuCompiler::instance().identity_for_march(march);
+  std::vector<std::string_view> parts{"cpu", key, source, generated::kGeneratorVersion, identity};
   for (const auto& [path, text] : kernel_headers()) {
     parts.push_back(path);
     parts.push_back(text);
   }
-  std::string identity = jit::CpuCompiler::instance().identity();
-  parts.push_back(identity);
   return util::hash_strings_hex(parts);
 }
 #endif
@@ -64,12 +73,13 @@ CpuVariant build_or_load(const OpSchema& schema, const VariantKey& key) {
   if (const auto* aot = find_cpu_aot(k)) return {aot->fn, VariantSource::aot, 0, 0};
 #if EJK_HAVE_ORC_JIT
   std::string source = render_source(schema, key);
-  std::string hash = jit_hash(k, source);
+  jit::CpuSource src{k + ".cpp", source, kernel_headers(), target_march(schema, key)};
+  std::string hash = jit_hash(k, source, src.march);
   static cache::DiskCache disk;  // root from EJK_CACHE_DIR / XDG_CACHE_HOME / ~/.cache
   auto t0 = std::chrono::steady_clock::now();
   auto built = cache::get_or_build(disk, "cpu", k, hash, [&] {
     CompileNotice notice(k);
-    return jit::CpuCompiler::instance().compile({k + ".cpp", source, kernel_headers()});
+    return jit::CpuCompiler::instance().compile(src);
   });
   bool hit = built.source == cache::Source::Cache;
   auto t1 = std::chrono::steady_clock::now();

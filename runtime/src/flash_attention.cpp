@@ -52,7 +52,7 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
                                          {"seqlen_k", pb.params.seqlen_k},
                                          {"causal", opt.causal ? 1 : 0},
                                          {"dtype_bytes", static_cast<int64_t>(dtype_size(pb.dtype))}};
-  auto chosen = schema.choose_config(backend, problem);
+  auto chosen = schema.choose_config(backend, target, problem);
   key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
   key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
   key.set_flag("causal", opt.causal);

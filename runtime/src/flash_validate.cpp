@@ -120,7 +120,7 @@ Dims check_qkv(const FlashAttentionInputs& in, bool varlen, FlashFwdParams& p) {
   expect_inner_contiguous(k, "k");
   expect_inner_contiguous(v, "v");
 
-  auto strides = [&](const TensorView& t, int64_t& sb, int64_t& ss, int64_t& sh) {
+  auto strides = [&](const TensorView& t, i64& sb, i64& ss, i64& sh) {
     sb = (varlen && t.rank() == 3) ? 0 : t.strides[0];
     ss = t.strides[at(t, 1)];
     sh = t.strides[at(t, 2)];

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "ejk/core/error.h"
-#include "ejk/core/render.h"
+#include "ejk/core/render_variant.h"
 
 namespace ejk::detail {
 namespace {

@@ -132,7 +132,7 @@ TEST_CASE("EJK_DISABLE_JIT=1 turns a miss into an error naming the key", "[cli][
                         ContainsSubstring("EJK_DISABLE_JIT"));
 }
 
-TEST_CASE("--save writes every argument; --load reproduces the run", "[cli][npy]") {
+TEST_CASE("save writes every argument as npy; load reproduces the run", "[cli][npy]") {
   TempCache cache;
   fs::path dir = cache.dir / "saved";
   std::string args = "run flash_attention --b 2 --sq 33 --sk 41 --hq 4 --hkv 2 --d 64 --dtype bf16 --causal "

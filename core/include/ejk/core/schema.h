@@ -28,24 +28,40 @@ struct AxisDef {
 struct TensorArgDef {
   std::string name;
   std::vector<std::string> layout;  // symbolic dims, e.g. {"B","Sq","Hq","D"}
-  std::vector<std::string> dtypes;
+  std::vector<std::string> dtypes;  // dtype names, or an enum axis name: "the variant's value"
   bool optional = false;
   std::string doc;
+  bool output = false;              // written by the op (out, lse)
+  std::string sets_flag;            // flag axis that is on when this tensor is given, or ""
+  int line = 0;
 };
 
 struct ScalarArgDef {
   std::string name, type, default_value, doc;
+  std::string sets_flag;            // flag axis that is on when this scalar is set, or ""
+  int line = 0;
+};
+
+// A variable the runtime passes to the heuristic (seqlen_q, ...).
+struct ProblemVarDef {
+  std::string name, doc;
 };
 
 struct TargetDef {
   std::string name;                        // "avx512", "sm90a"
   std::vector<std::string> compile_flags;  // AOT flags for this target
   std::vector<std::string> requires_features;  // host CPU features (cpu) or arch facts
+  // Integer facts about the target usable in constraints and heuristics (e.g. sm: 90,
+  // smem_bytes: 232448). Every target of a backend defines the same names.
+  std::map<std::string, int64_t> vars;
+  std::string doc;
+  int line = 0;
 };
 
 struct HeuristicRule {
   std::string when;                       // expression over problem variables
   std::map<std::string, int64_t> choose;  // axis -> value
+  int line = 0;
 };
 
 struct BackendDef {
@@ -58,6 +74,17 @@ struct BackendDef {
   std::vector<HeuristicRule> heuristic;  // first rule whose `when` holds wins
   // AOT sets: each maps axis (or "target") -> allowed values; the product is pre-built.
   std::vector<std::map<std::string, std::vector<std::string>>> aot;
+
+  // The op's axes with this backend's domains (the spec's `domains` narrow or replace the
+  // op-wide ones), in the op's axis order. Keys of this backend are validated against these.
+  std::vector<AxisDef> axes;
+  std::string doc;
+  int line = 0;
+  std::vector<int> constraint_lines;  // parallel to constraints
+  std::vector<int> aot_lines;         // parallel to aot
+
+  const TargetDef* find_target(std::string_view name) const;  // nullptr if absent
+  const AxisDef& axis(std::string_view name) const;           // InvalidArgument if absent
 };
 
 class OpSchema {
@@ -86,15 +113,37 @@ class OpSchema {
   // Heuristic: axis values chosen for a problem (variables such as head_dim, seqlen_q, ...).
   std::map<std::string, int64_t> choose_config(std::string_view backend,
                                                const std::map<std::string, int64_t>& problem) const;
+  // The same with the target's vars (e.g. sm) visible to the rules; needed when a backend's
+  // heuristic uses them.
+  std::map<std::string, int64_t> choose_config(std::string_view backend, std::string_view target,
+                                               const std::map<std::string, int64_t>& problem) const;
   // Values for template placeholders: key, symbol, target, each axis (flags as true/false).
   std::map<std::string, std::string> template_vars(const VariantKey& key) const;
 
+  const std::string& doc() const { return doc_; }
+  const std::vector<ProblemVarDef>& problem_vars() const { return problem_; }
+  const AxisDef& axis(std::string_view name) const;  // op-wide domain; InvalidArgument if absent
+  // Position of `value` in enum axis `axis` (how enums appear in expressions); InvalidArgument.
+  int64_t enum_index(std::string_view axis, std::string_view value) const;
+  // Names every expression may use: each enum value stands for its position in its axis.
+  const std::map<std::string, int64_t>& enum_constants() const { return enum_constants_; }
+  // Variables of a key's constraints: axis values (flags 0/1, enums their position), enum
+  // constants and the target's vars.
+  std::map<std::string, int64_t> constraint_vars(const VariantKey& key) const;
+
  private:
-  std::string op_, api_, file_;
+  // Expands one AOT set of a backend into keys (each validated).
+  std::vector<VariantKey> expand_aot_set(const BackendDef& b, size_t set) const;
+  // Throws SpecError for an AOT set that names a key the constraints reject.
+  void check_aot_sets() const;
+
+  std::string op_, api_, file_, doc_;
   std::vector<AxisDef> axes_;
   std::vector<TensorArgDef> tensors_;
   std::vector<ScalarArgDef> scalars_;
+  std::vector<ProblemVarDef> problem_;
   std::vector<BackendDef> backends_;
+  std::map<std::string, int64_t> enum_constants_;
 };
 
 }  // namespace ejk

@@ -1,0 +1,28 @@
+// Pieces of OpSchema::parse split across files (internal to ejk_core).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ejk/core/schema.h"
+#include "spec_reader.h"
+
+namespace ejk::detail {
+
+// One `backends.<name>` section, validated against the op's axes, problem variables and enum
+// constants (schema_backend.cpp). AOT sets are checked against constraints later, by the schema.
+BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const std::string& name,
+                                 const std::vector<AxisDef>& axes,
+                                 const std::vector<ProblemVarDef>& problem,
+                                 const std::map<std::string, int64_t>& enum_constants);
+
+// The `values` (and, for int axes, `jit`) of an axis or of a backend's domain override, read
+// from the map `f` into `a` according to a.kind (schema_parse.cpp).
+void parse_domain(const SpecReader& r, const Fields& f, const std::string& path, AxisDef& a);
+
+// Whether `v` is in the axis's domain: a listed value, or inside its JIT range.
+bool int_in_domain(const AxisDef& a, int64_t v);
+// "64, 128, or 8..256 in multiples of 8", for messages.
+std::string describe_domain(const AxisDef& a);
+
+}  // namespace ejk::detail

@@ -1,0 +1,44 @@
+// One generator run: render the selected variants' sources and the registry, writing only
+// files whose content changed, or describe the outputs without writing them.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan.h"
+
+namespace ejk::gen {
+
+enum class Only { all, sources, registry };
+
+struct GenerateOptions {
+  fs::path specs_dir, templates_dir, kernels_dir, out_dir;
+  Selection selection;
+  // Directory holding <key>.cubin for every selected CUDA variant (built by nvcc from the
+  // sources of an earlier `--only sources` run); unset: the CUDA table stays empty.
+  std::optional<fs::path> cuda_cubins;
+  Only only = Only::all;
+};
+
+struct GenerateResult {
+  std::vector<fs::path> outputs;  // every file this run is responsible for
+  size_t written = 0;             // files whose content changed
+  size_t pruned = 0;              // stale generated sources removed
+};
+
+// The paths a run with these options writes, in a stable order (sources, then registry.cpp).
+std::vector<fs::path> list_outputs(const GenerateOptions& opt);
+
+GenerateResult generate(const GenerateOptions& opt);
+
+// A CMake script describing the outputs: the registry path and, per (op, backend, target)
+// group, the sources and the target's compile flags from the spec. EjkGenerate.cmake includes
+// it to declare the build of the generated files.
+std::string cmake_manifest(const GenerateOptions& opt);
+
+// Renders one variant from the files on disk (what `ejk-gen render KEY` prints).
+std::string render_key(const std::vector<SpecFile>& specs, const fs::path& templates_dir,
+                       const std::string& key);
+
+}  // namespace ejk::gen

@@ -1,0 +1,28 @@
+// The text of registry.cpp: everything core/include/ejk/core/registry_data.h declares.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ejk::gen {
+
+struct EmbeddedText {
+  std::string path;  // as the runtime looks it up: "specs/x.yaml", "templates/x.tmpl", "ejk/..."
+  std::string text;
+};
+
+struct CudaImage {
+  std::string key, symbol;
+  std::string bytes;  // the cubin
+};
+
+struct RegistryContent {
+  std::string version;
+  std::vector<std::string> spec_names;  // for the banner
+  std::vector<EmbeddedText> specs, templates, kernel_headers;
+  std::vector<std::pair<std::string, std::string>> cpu;  // (key, symbol), sorted by key
+  std::vector<CudaImage> cuda;                           // sorted by key
+};
+
+std::string render_registry(const RegistryContent& content);
+
+}  // namespace ejk::gen

@@ -1,0 +1,125 @@
+// Logit transform, masking and the online softmax of one kv block, on the transposed score
+// block st[key][query] that the kernel's Q.K^T product produces. With queries along the vector
+// lanes, the row max and row sum of the softmax are plain lane-wise max/add down the keys: no
+// horizontal reductions.
+#pragma once
+#include "ejk/kernels/common/base.h"
+#include "ejk/kernels/common/mask.h"
+#include "ejk/kernels/cpu/math.h"
+#include "ejk/kernels/cpu/types.h"
+#include "ejk/kernels/cpu/vec.h"
+
+namespace ejk::cpu {
+
+EJK_HD vi vload_i32(const i32* p) {
+  vi v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Running softmax statistics of kRows queries, kept as vectors of queries.
+template <int kRows> struct SoftmaxState {
+  static constexpr int kVecs = kRows / kVecWidth;
+  vf m[kVecs];   // running max of the visible logits (-inf: none seen yet)
+  vf l[kVecs];   // running sum of exp(logit - m)
+  float alpha[kRows];  // factor the output rows must be scaled by before adding this block
+
+  EJK_HD void reset() {
+    for (int v = 0; v < kVecs; ++v) {
+      m[v] = splat<vf>(neg_inf_f32());
+      l[v] = vf{};
+    }
+  }
+};
+
+// Visible key range [lo, hi] of each query row, from mask.h's first/last_visible_key, clamped
+// to [-1, seqlen_k] so it fits in 32 bits. Rows past the end copy the last real row, which
+// keeps them harmless and the ranges monotone.
+template <int kRows> struct RowRanges {
+  i32 lo[kRows], hi[kRows];
+  i32 lo_max, hi_min;  // over the real rows: the block [k0, k1] is fully visible iff
+                       // lo_max <= k0 and k1 <= hi_min
+
+  EJK_HD void init(const MaskSpec& mask, i64 q0, int rows, i64 seqlen_k) {
+    lo_max = -1;
+    hi_min = (i32)seqlen_k;
+    for (int i = 0; i < kRows; ++i) {
+      const i64 q = q0 + (i < rows ? i : rows - 1);
+      lo[i] = (i32)min_of(max_of(first_visible_key(q, mask), (i64)-1), seqlen_k);
+      hi[i] = (i32)min_of(max_of(last_visible_key(q, mask), (i64)-1), seqlen_k);
+      lo_max = max_of(lo_max, lo[i]);
+      hi_min = min_of(hi_min, hi[i]);
+    }
+  }
+  EJK_HD bool fully_visible(i64 k0, i64 k1) const { return lo_max <= k0 && k1 <= hi_min; }
+};
+
+// st[j][i] = transform_logit(st[j][i], bias[i][j]) for j < kn (mask.h's order: bias, softcap).
+// Written per element with mask.h's own function; the compilers vectorize the softcap-only loop
+// (FastTanh is branch-free). Bias is read transposed, one scalar per logit.
+template <bool kBias, bool kSoftcap, ElemKind K, int kRows>
+EJK_HD void transform_logits(float* st, int kn, int rows, const Elem<K>* bias, i64 bias_stride_q,
+                             float cap) {
+  const float inv_cap = kSoftcap ? 1.0f / cap : 0.0f;
+  if constexpr (kBias) {
+    for (int i = 0; i < rows; ++i) {
+      const Elem<K>* brow = bias + i * bias_stride_q;
+      for (int j = 0; j < kn; ++j)
+        st[j * kRows + i] = transform_logit<true, kSoftcap>(st[j * kRows + i], to_f32<K>(brow[j]),
+                                                            cap, inv_cap, FastTanh{});
+    }
+  } else if constexpr (kSoftcap) {
+    for (int j = 0; j < kn; ++j)
+      for (int i = 0; i < kRows; ++i)
+        st[j * kRows + i] =
+            transform_logit<false, true>(st[j * kRows + i], 0.0f, cap, inv_cap, FastTanh{});
+  }
+}
+
+// Sets st[j][i] = -inf where mask.h's segment_visible says the pair is not visible.
+template <int kRows>
+EJK_HD void mask_segments(float* st, int kn, int rows, const i32* q_seg, const i32* kv_seg) {
+  for (int j = 0; j < kn; ++j)
+    for (int i = 0; i < rows; ++i)
+      if (!segment_visible(q_seg[i], kv_seg[j])) st[j * kRows + i] = neg_inf_f32();
+}
+
+// One kv block [k0, k0 + kn): masks positions outside each row's range (when mask_positions),
+// updates m and l, turns st into the probabilities p = exp(s - m) and records alpha, the
+// factor exp(m_old - m_new) for the output rows.
+template <int kRows>
+EJK_HD void softmax_block(SoftmaxState<kRows>& state, float* st, int kn, i64 k0,
+                          bool mask_positions, const RowRanges<kRows>& ranges) {
+  const vf neg_inf = splat<vf>(neg_inf_f32());
+  for (int v = 0; v < SoftmaxState<kRows>::kVecs; ++v) {
+    float* col = st + v * kVecWidth;
+    vf block_max = neg_inf;
+    if (mask_positions) {
+      const vi lo = vload_i32(ranges.lo + v * kVecWidth), hi = vload_i32(ranges.hi + v * kVecWidth);
+      for (int j = 0; j < kn; ++j) {
+        const vi key = vi{} + (i32)(k0 + j);
+        vf s = vload(col + j * kRows);
+        s = (key >= lo) & (key <= hi) ? s : neg_inf;
+        vstore(col + j * kRows, s);
+        block_max = vmax(block_max, s);
+      }
+    } else {
+      for (int j = 0; j < kn; ++j) block_max = vmax(block_max, vload(col + j * kRows));
+    }
+    const vf m_new = vmax(state.m[v], block_max);
+    // Rows that have seen nothing keep m = -inf; subtracting 0 instead avoids -inf - -inf.
+    const vf m_use = m_new == neg_inf ? vf{} : m_new;
+    const vf alpha = exp_approx(state.m[v] - m_use);
+    vf sum = vf{};
+    for (int j = 0; j < kn; ++j) {
+      const vf p = exp_approx(vload(col + j * kRows) - m_use);
+      vstore(col + j * kRows, p);
+      sum += p;
+    }
+    state.l[v] = state.l[v] * alpha + sum;
+    state.m[v] = m_new;
+    vstore(state.alpha + v * kVecWidth, alpha);
+  }
+}
+
+}  // namespace ejk::cpu

@@ -1,0 +1,173 @@
+// Register-tiled float32 matrix products of the CPU flash kernel, and the packing that feeds
+// them. Both products of attention have the shape
+//     C[M][N] (+)= A[M][depth] * B[depth][N]
+// with B's rows contiguous and A read one scalar at a time (broadcast): the micro-kernel keeps
+// an R x NV block of vectors of C in registers and, per step of depth, loads NV vectors of B
+// and broadcasts R values of A, so every load feeds R or NV fused multiply-adds.
+#pragma once
+#include "ejk/kernels/common/base.h"
+#include "ejk/kernels/cpu/types.h"
+#include "ejk/kernels/cpu/vec.h"
+
+namespace ejk::cpu {
+
+// a * b + c as one fused instruction whatever -ffp-contract says (the tiles rely on it).
+EJK_HD vf vfma(vf a, vf b, vf c) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, /*current rounding*/ 4);
+#elif defined(__AVX2__) && defined(__FMA__)
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#else
+  return a * b + c;  // no FMA unit on baseline x86-64
+#endif
+}
+
+// A strided view of A: element (row r, depth k) is at a[r * row_stride + k * depth_stride].
+struct BroadcastOperand {
+  const float* a;
+  i64 row_stride, depth_stride;
+};
+
+// How C starts: zero, or its current value times a per-row factor (the online softmax's
+// rescale of the output accumulator, folded into the tile's load).
+struct TileInit {
+  bool accumulate;
+  const float* row_scale;  // [R] when accumulating
+};
+
+// Software prefetch of the rows of the next kv block into L2, one cache line per step of a
+// product's depth loop, so the lines arrive while the FMA units are busy. K and V rows are
+// heads * head_dim elements apart (pages apart), which the hardware prefetchers do not follow.
+struct RowPrefetcher {
+  static constexpr int kLine = 64;
+  const char* row = nullptr;  // row being prefetched
+  i64 stride = 0;             // bytes between rows
+  int lines_per_row = 0;
+  int rows_left = 0;
+  int line = 0;
+
+  EJK_HD void step() {
+    if (rows_left <= 0) return;
+    __builtin_prefetch(row + line * kLine, /*read*/ 0, /*into L2*/ 2);
+    if (++line == lines_per_row) {
+      line = 0;
+      row += stride;
+      --rows_left;
+    }
+  }
+};
+
+// Interleaves two row streams (the next K block and the next V block).
+struct BlockPrefetcher {
+  RowPrefetcher k, v;
+  EJK_HD void step() {
+    k.step();
+    v.step();
+  }
+};
+
+struct NoPrefetch {
+  EJK_HD void step() {}
+};
+
+// C[R][NV*W] = init + sum_k A(r, k) * B[k][NV*W]   (W = kVecWidth)
+template <int R, int NV, class Prefetch>
+EJK_HD void fma_tile(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
+                     TileInit init, Prefetch& prefetch) {
+  vf acc[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = init.accumulate ? vload(c + r * ldc + v * kVecWidth) * init.row_scale[r] : vf{};
+  for (int k = 0; k < depth; ++k) {
+    prefetch.step();
+    const float* bk = b + k * ldb;
+    vf bv[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) bv[v] = vload(bk + v * kVecWidth);
+    const float* ak = A.a + k * A.depth_stride;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      vf ar = splat<vf>(ak[r * A.row_stride]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) vstore(c + r * ldc + v * kVecWidth, acc[r][v]);
+}
+
+// Tile shape for C with kCols vectors per row: as many accumulators as the register file
+// allows next to NV vectors of B and a broadcast, NV at most 4 (wider tiles gain nothing).
+template <int kCols> struct TileShape {
+  static constexpr int kAccumulators = kVecRegisters == 32 ? 24 : 9;
+  static constexpr int kMaxCols = kVecRegisters == 32 ? 4 : 3;
+  static constexpr int cols = kCols < kMaxCols ? kCols : kMaxCols;
+  static constexpr int rows = kAccumulators / cols;
+};
+
+// Columns [0, kCols) vectors of rows [r0, r0 + R): whole NV chunks, then the remainder chunk.
+template <int R, int kCols, class Prefetch>
+EJK_HD void fma_row_tile(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
+                         TileInit init, Prefetch& prefetch) {
+  constexpr int NV = TileShape<kCols>::cols;
+  constexpr int kWhole = kCols / NV * NV;
+  for (int v0 = 0; v0 < kWhole; v0 += NV)
+    fma_tile<R, NV>(A, b + v0 * kVecWidth, ldb, depth, c + v0 * kVecWidth, ldc, init, prefetch);
+  if constexpr (kCols % NV != 0)
+    fma_tile<R, kCols % NV>(A, b + kWhole * kVecWidth, ldb, depth, c + kWhole * kVecWidth, ldc,
+                            init, prefetch);
+}
+
+// The whole product for kRows rows and kCols vectors of columns, rows in tiles of R and one
+// remainder tile. row_scale (when accumulating) has kRows entries.
+template <int kRows, int kCols, class Prefetch>
+EJK_HD void fma_gemm(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
+                     bool accumulate, const float* row_scale, Prefetch& prefetch) {
+  constexpr int R = TileShape<kCols>::rows;
+  constexpr int kWhole = kRows / R * R;
+  for (int r0 = 0; r0 < kWhole; r0 += R) {
+    BroadcastOperand Ar{A.a + r0 * A.row_stride, A.row_stride, A.depth_stride};
+    fma_row_tile<R, kCols>(Ar, b, ldb, depth, c + r0 * ldc, ldc,
+                           {accumulate, accumulate ? row_scale + r0 : nullptr}, prefetch);
+  }
+  if constexpr (kRows % R != 0) {
+    BroadcastOperand Ar{A.a + kWhole * A.row_stride, A.row_stride, A.depth_stride};
+    fma_row_tile<kRows % R, kCols>(Ar, b, ldb, depth, c + kWhole * ldc, ldc,
+                                   {accumulate, accumulate ? row_scale + kWhole : nullptr},
+                                   prefetch);
+  }
+}
+
+// ---- packing ----
+
+// rows x n elements (row stride src_stride) into contiguous float rows of dst_stride floats;
+// rows [rows, total_rows) become zeros so the tiles never read stale memory.
+template <ElemKind K>
+EJK_HD void pack_rows(const Elem<K>* src, i64 src_stride, int rows, int total_rows, int n,
+                      float* dst, int dst_stride) {
+  for (int r = 0; r < rows; ++r) {
+    convert_row<K>(src + r * src_stride, dst + r * dst_stride, n);
+    for (int i = n; i < dst_stride; ++i) dst[r * dst_stride + i] = 0.0f;
+  }
+  for (int r = rows; r < total_rows; ++r)
+    for (int i = 0; i < dst_stride; ++i) dst[r * dst_stride + i] = 0.0f;
+}
+
+// Q block transposed and scaled: dst[d][i] = scale * q[i][d] for i < rows, 0 for the padding
+// rows up to kRows. Done once per task, so a plain loop is fine.
+template <ElemKind K, int kRows, int kHeadDim>
+EJK_HD void pack_q_transposed(const Elem<K>* q, i64 q_stride, int rows, float scale, float* dst) {
+  float row[kHeadDim];
+  for (int i = 0; i < rows; ++i) {
+    convert_row<K>(q + i * q_stride, row, kHeadDim);
+    for (int d = 0; d < kHeadDim; ++d) dst[d * kRows + i] = scale * row[d];
+  }
+  for (int i = rows; i < kRows; ++i)
+    for (int d = 0; d < kHeadDim; ++d) dst[d * kRows + i] = 0.0f;
+}
+
+}  // namespace ejk::cpu

@@ -1,0 +1,125 @@
+#include "cache/entry_format.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "cache/disk_cache.h"
+#include "util/hash.h"
+
+namespace ejk::cache {
+namespace {
+
+void put_u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+uint32_t get_u32(std::span<const uint8_t> in, size_t at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(in[at + i]) << (8 * i);
+  return v;
+}
+
+uint64_t get_u64(std::span<const uint8_t> in, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(in[at + i]) << (8 * i);
+  return v;
+}
+
+void put_string(std::vector<uint8_t>& out, const std::string& s) {
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+std::string get_string(std::span<const uint8_t> in, size_t at, size_t n) {
+  return std::string(reinterpret_cast<const char*>(in.data() + at), n);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_entry(const std::string& backend, const std::string& key,
+                                  const std::string& hash_hex, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> out;
+  out.reserve(kFixedHeaderSize + backend.size() + key.size() + hash_hex.size() + payload.size());
+  for (char c : kEntryMagic) out.push_back(static_cast<uint8_t>(c));
+  put_u32(out, static_cast<uint32_t>(kFormatVersion));
+  put_u32(out, static_cast<uint32_t>(backend.size()));
+  put_u32(out, static_cast<uint32_t>(key.size()));
+  put_u32(out, static_cast<uint32_t>(hash_hex.size()));
+  put_u64(out, payload.size());
+  put_u64(out, util::xxh3_64(payload));
+  put_string(out, backend);
+  put_string(out, key);
+  put_string(out, hash_hex);
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+std::optional<EntryHeader> decode_header(std::span<const uint8_t> bytes, std::string& problem) {
+  if (bytes.size() < kFixedHeaderSize) {
+    problem = fmt::format("file has {} bytes, shorter than the {}-byte header", bytes.size(),
+                          kFixedHeaderSize);
+    return std::nullopt;
+  }
+  if (std::memcmp(bytes.data(), kEntryMagic, sizeof(kEntryMagic)) != 0) {
+    problem = "bad magic (expected \"EJKCACHE\")";
+    return std::nullopt;
+  }
+  EntryHeader h;
+  h.format_version = get_u32(bytes, 8);
+  if (h.format_version != static_cast<uint32_t>(kFormatVersion)) {
+    problem = fmt::format("format version {} (expected {})", h.format_version, kFormatVersion);
+    return std::nullopt;
+  }
+  uint32_t nb = get_u32(bytes, 12), nk = get_u32(bytes, 16), nh = get_u32(bytes, 20);
+  if (nb > kMaxFieldLength || nk > kMaxFieldLength || nh > kMaxFieldLength) {
+    problem = fmt::format("implausible header field lengths {}/{}/{}", nb, nk, nh);
+    return std::nullopt;
+  }
+  h.header_size = kFixedHeaderSize + nb + nk + nh;
+  if (bytes.size() < h.header_size) {
+    problem = fmt::format("file has {} bytes, header needs {}", bytes.size(), h.header_size);
+    return std::nullopt;
+  }
+  h.payload_size = get_u64(bytes, 24);
+  h.payload_checksum = get_u64(bytes, 32);
+  h.backend = get_string(bytes, kFixedHeaderSize, nb);
+  h.key = get_string(bytes, kFixedHeaderSize + nb, nk);
+  h.hash_hex = get_string(bytes, kFixedHeaderSize + nb + nk, nh);
+  return h;
+}
+
+std::string check_header(const EntryHeader& header, const EntryExpectation& expect,
+                         uint64_t file_size) {
+  if (!expect.backend.empty() && header.backend != expect.backend)
+    return fmt::format("header backend \"{}\" (expected \"{}\")", header.backend, expect.backend);
+  if (!expect.key.empty() && header.key != expect.key)
+    return fmt::format("header key \"{}\" (expected \"{}\")", header.key, expect.key);
+  if (!expect.hash_hex.empty() && header.hash_hex != expect.hash_hex)
+    return fmt::format("header hash {} (expected {})", header.hash_hex, expect.hash_hex);
+  if (!expect.hash_prefix.empty() && !header.hash_hex.starts_with(expect.hash_prefix))
+    return fmt::format("header hash {} does not start with the file name's {}", header.hash_hex,
+                       expect.hash_prefix);
+  uint64_t expected_size = header.header_size + header.payload_size;
+  if (file_size != expected_size)
+    return fmt::format("file has {} bytes, header says {} (truncated or extended)", file_size,
+                       expected_size);
+  return {};
+}
+
+std::string check_payload(const EntryHeader& header, std::span<const uint8_t> file_bytes) {
+  auto payload = file_bytes.subspan(header.header_size);
+  if (payload.size() != header.payload_size)
+    return fmt::format("payload has {} bytes, header says {}", payload.size(),
+                       header.payload_size);
+  uint64_t actual = util::xxh3_64(payload);
+  if (actual != header.payload_checksum)
+    return fmt::format("payload checksum {} (header says {})", util::hex64(actual),
+                       util::hex64(header.payload_checksum));
+  return {};
+}
+
+}  // namespace ejk::cache

@@ -1,0 +1,156 @@
+#include "cuda/cuda_backend.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "ejk/core/error.h"
+#include "ejk/kernels/cuda/flash_fwd_traits.cuh"
+
+namespace ejk::cuda {
+
+std::string target_for_capability(int major, int minor) {
+  if (major < 8)
+    throw BackendUnavailable("CUDA device of compute capability " + std::to_string(major) + "." +
+                             std::to_string(minor) + ": the kernels need 8.0 or newer");
+  return major == 9 && minor == 0 ? "sm90a" : "sm80";
+}
+
+namespace {
+
+DeviceInfo query_device(const CudaDriver& d, int ordinal, CUdevice dev) {
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  char name[256] = {};
+  d.check(d.cuDeviceGetName(name, sizeof(name) - 1, dev), "cuDeviceGetName");
+  info.name = name;
+  d.check(d.cuDeviceGetAttribute(&info.major, kAttrComputeCapabilityMajor, dev), "compute capability");
+  d.check(d.cuDeviceGetAttribute(&info.minor, kAttrComputeCapabilityMinor, dev), "compute capability");
+  d.check(d.cuDeviceGetAttribute(&info.sm_count, kAttrMultiprocessorCount, dev), "multiprocessor count");
+  d.check(d.cuDeviceGetAttribute(&info.max_smem_optin, kAttrMaxSharedMemoryPerBlockOptin, dev),
+          "max shared memory per block (opt-in)");
+  info.target = target_for_capability(info.major, info.minor);
+  return info;
+}
+
+}  // namespace
+
+const DeviceInfo& use_device(int ordinal) {
+  const CudaDriver& d = CudaDriver::get();
+  struct Entry {
+    CUcontext ctx;
+    DeviceInfo info;
+  };
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<Entry>> devices;  // retained for the process lifetime
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = devices.find(ordinal);
+  if (it == devices.end()) {
+    int count = 0;
+    d.check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+    if (ordinal < 0 || ordinal >= count)
+      throw InvalidArgument("CUDA device index " + std::to_string(ordinal) + ": expected 0.." +
+                            std::to_string(count - 1));
+    CUdevice dev = 0;
+    d.check(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+    auto e = std::make_unique<Entry>();
+    d.check(d.cuDevicePrimaryCtxRetain(&e->ctx, dev), "cuDevicePrimaryCtxRetain");
+    e->info = query_device(d, ordinal, dev);
+    it = devices.emplace(ordinal, std::move(e)).first;
+  }
+  d.check(d.cuCtxSetCurrent(it->second->ctx), "cuCtxSetCurrent");
+  return it->second->info;
+}
+
+LoadedKernel::LoadedKernel(const std::vector<uint8_t>& cubin, const std::string& symbol)
+    : symbol_(symbol) {
+  const CudaDriver& d = CudaDriver::get();
+  d.check(d.cuModuleLoadData(&module_, cubin.data()), ("loading the cubin of " + symbol).c_str());
+  const CUresult r = d.cuModuleGetFunction(&fn_, module_, symbol.c_str());
+  if (r != 0) {
+    d.cuModuleUnload(module_);
+    d.check(r, ("kernel symbol " + symbol + " in its cubin").c_str());
+  }
+}
+
+LoadedKernel::~LoadedKernel() {
+  if (const CudaDriver* d = CudaDriver::load(); d != nullptr && module_ != nullptr)
+    d->cuModuleUnload(module_);  // errors at teardown are not actionable
+}
+
+KernelResources LoadedKernel::resources() const {
+  const CudaDriver& d = CudaDriver::get();
+  KernelResources r;
+  int local = 0;
+  d.check(d.cuFuncGetAttribute(&r.registers, kFuncAttrNumRegs, fn_), "registers of a kernel");
+  d.check(d.cuFuncGetAttribute(&local, kFuncAttrLocalSizeBytes, fn_), "local memory of a kernel");
+  d.check(d.cuFuncGetAttribute(&r.static_smem_bytes, kFuncAttrSharedSizeBytes, fn_),
+          "static shared memory of a kernel");
+  r.stack_bytes = local;  // the driver reports stack frame and spills as one local size
+  return r;
+}
+
+void LoadedKernel::reserve_dynamic_smem(int bytes) {
+  if (bytes <= dynamic_smem_) return;
+  const CudaDriver& d = CudaDriver::get();
+  d.check(d.cuFuncSetAttribute(fn_, kFuncAttrMaxDynamicSharedSizeBytes, bytes),
+          ("raising the shared memory limit of " + symbol_).c_str());
+  dynamic_smem_ = bytes;
+}
+
+LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
+                                   int64_t block_k, const FlashFwdParams& p) {
+  const FlashFwdLaunchFacts f =
+      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k);
+  if (!f.valid)
+    throw InvalidArgument("CUDA flash_fwd variant d" + std::to_string(head_dim) + ".bq" +
+                          std::to_string(block_q) + ".bk" + std::to_string(block_k) +
+                          ": expected head_dim a multiple of 16 in [16, 256], block_q 64 or 128, "
+                          "block_k a multiple of 16 in [16, 128]");
+  // Both families launch one block per (q block, q head, sequence).
+  const FlashFwdSm80Geometry grid{head_dim, block_q, block_k};
+  LaunchShape s;
+  s.grid[0] = unsigned(grid.grid_x(p));
+  s.grid[1] = unsigned(grid.grid_y(p));
+  s.grid[2] = unsigned(grid.grid_z(p));
+  s.block = unsigned(f.threads);
+  s.smem_bytes = unsigned(f.smem_bytes);
+  return s;
+}
+
+namespace {
+
+void require_chunked(const void* ptr, std::initializer_list<int64_t> strides, const char* name) {
+  bool ok = reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  for (int64_t s : strides) ok = ok && s % 8 == 0;
+  if (!ok)
+    throw InvalidArgument(std::string("CUDA flash_fwd: ") + name +
+                          " must be 16-byte aligned with batch/sequence/head strides that are "
+                          "multiples of 8 elements");
+}
+
+}  // namespace
+
+void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
+                      const DeviceInfo& device, CUstream stream) {
+  require_chunked(p.q, {p.q_stride_b, p.q_stride_s, p.q_stride_h}, "q");
+  require_chunked(p.k, {p.k_stride_b, p.k_stride_s, p.k_stride_h}, "k");
+  require_chunked(p.v, {p.v_stride_b, p.v_stride_s, p.v_stride_h}, "v");
+  require_chunked(p.out, {p.o_stride_b, p.o_stride_s, p.o_stride_h}, "out");
+  if (int64_t(shape.smem_bytes) > device.max_smem_optin)
+    throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + " needs " +
+                          std::to_string(shape.smem_bytes) + " bytes of shared memory; " +
+                          device.name + " allows " + std::to_string(device.max_smem_optin) +
+                          ": use a smaller block_q/block_k");
+  if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;  // empty problem
+  kernel.reserve_dynamic_smem(int(shape.smem_bytes));
+  const CudaDriver& d = CudaDriver::get();
+  // The kernel takes FlashFwdParams by value (__grid_constant__): one pointer to a copy.
+  FlashFwdParams copy = p;
+  void* args[] = {&copy};
+  d.check(d.cuLaunchKernel(kernel.function(), shape.grid[0], shape.grid[1], shape.grid[2],
+                           shape.block, 1, 1, shape.smem_bytes, stream, args, nullptr),
+          ("launching " + kernel.symbol()).c_str());
+}
+
+}  // namespace ejk::cuda

@@ -1,0 +1,78 @@
+// The CUDA backend's device side: the device and its primary context, cubins loaded as
+// modules, and the launch of a flash forward variant with its family's geometry
+// (kernels/ejk/kernels/cuda/flash_fwd_traits.cuh, shared with the kernel).
+//
+// Compiling (nvrtc_compiler.h) and finding a variant (AOT table, disk cache, JIT) are separate;
+// this file only needs cubin bytes and the kernel's symbol.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cuda/cuda_driver.h"
+#include "cuda/nvrtc_compiler.h"
+#include "ejk/kernels/common/flash_params.h"
+
+namespace ejk::cuda {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;      // "NVIDIA H200"
+  int major = 0, minor = 0;
+  int sm_count = 0;
+  int max_smem_optin = 0;  // bytes of dynamic shared memory a block may opt in to
+  std::string target;      // key target the device runs best: "sm90a", "sm80"
+};
+
+// The key target for a compute capability: 9.0 -> "sm90a" (wgmma-capable), other 8.x/9.x/10.x+
+// -> "sm80" (mma.sync runs on all of them). BackendUnavailable below 8.0.
+std::string target_for_capability(int major, int minor);
+
+// Makes device `ordinal`'s primary context current on the calling thread and returns its
+// facts (queried once). BackendUnavailable without a driver/device, InvalidArgument for an
+// ordinal out of range.
+const DeviceInfo& use_device(int ordinal = 0);
+
+// A cubin loaded into the current context, and one kernel of it. Unloaded on destruction.
+class LoadedKernel {
+ public:
+  // Error if the driver rejects the image (wrong arch) or the symbol is absent.
+  LoadedKernel(const std::vector<uint8_t>& cubin, const std::string& symbol);
+  ~LoadedKernel();
+  LoadedKernel(const LoadedKernel&) = delete;
+  LoadedKernel& operator=(const LoadedKernel&) = delete;
+
+  CUfunction function() const { return fn_; }
+  const std::string& symbol() const { return symbol_; }
+  // From the loaded function: registers, local memory (stack + spills), static shared memory.
+  KernelResources resources() const;
+  // Opts the kernel in to `bytes` of dynamic shared memory (once per size increase).
+  void reserve_dynamic_smem(int bytes);
+
+ private:
+  CUmodule module_ = nullptr;
+  CUfunction fn_ = nullptr;
+  std::string symbol_;
+  int dynamic_smem_ = 48 * 1024;  // the default limit without opt-in
+};
+
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block = 1;
+  unsigned smem_bytes = 0;
+};
+
+// Grid, block and dynamic shared memory of a flash_fwd CUDA variant for params `p`; `target` is
+// the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family.
+// InvalidArgument naming the axes for a (head_dim, block_q, block_k) no family can build.
+LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
+                                   int64_t block_k, const FlashFwdParams& p);
+
+// Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
+// elements: the kernel moves 16-byte chunks) and the device's shared-memory limit, then
+// launches asynchronously on `stream` (null: the legacy default stream).
+void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
+                      const DeviceInfo& device, CUstream stream = nullptr);
+
+}  // namespace ejk::cuda
