@@ -18,7 +18,7 @@ namespace {
 struct RunArgs {
   std::string op = "flash_attention";
   FlashCaseSpec spec;
-  std::string window, dtype = "f32", backend = "auto";
+  std::string window, dtype = "f32", backend = "cpu";
   float softcap = 0, scale = 0;
   int64_t block_q = 0, block_k = 0;
   int iters = 5;
@@ -64,6 +64,52 @@ std::optional<SlidingWindow> parse_window(const std::string& w) {
   }
 }
 
+// Where the inputs go: --backend cuda needs a usable GPU; auto takes one when there is one
+// and says why not otherwise.
+Device pick_device(Backend backend, DType dtype, std::string& fallback) {
+  std::string why;
+  switch (backend) {
+    case Backend::cpu: return Device{};
+    case Backend::cuda:
+      if (!backend_available(Backend::cuda, &why)) throw BackendUnavailable("--backend cuda: " + why);
+      return Device{DeviceKind::cuda, 0};
+    case Backend::hip:
+      backend_available(Backend::hip, &why);
+      throw BackendUnavailable("--backend hip: " + why);
+    case Backend::auto_:
+      if (dtype == DType::f32) {
+        fallback = "auto picked the CPU: the CUDA variants take bf16 or f16, not f32";
+        return Device{};
+      }
+      if (backend_available(Backend::cuda, &why)) return Device{DeviceKind::cuda, 0};
+      fallback = "auto picked the CPU: CUDA unavailable (" + why + ")";
+      return Device{};
+  }
+  return Device{};
+}
+
+// The case's tensors on the run's device (the host tensors themselves for the CPU).
+struct DeviceInputs {
+  std::vector<Tensor> keep;  // device copies, alive as long as the views
+  FlashAttentionInputs inputs;
+  DeviceInputs(const FlashCase& c, Device d) {
+    inputs = c.inputs();
+    if (d.kind == DeviceKind::cpu) return;
+    auto move = [&](TensorView& v, const Tensor& t) {
+      keep.push_back(t.to(d));
+      v = keep.back().view();
+    };
+    move(inputs.q, c.q);
+    move(inputs.k, c.k);
+    move(inputs.v, c.v);
+    if (c.bias) move(*inputs.bias, c.bias);
+    if (c.q_segment_ids) move(*inputs.q_segment_ids, c.q_segment_ids);
+    if (c.kv_segment_ids) move(*inputs.kv_segment_ids, c.kv_segment_ids);
+    if (c.cum_seqlens_q) move(*inputs.cum_seqlens_q, c.cum_seqlens_q);
+    if (c.cum_seqlens_k) move(*inputs.cum_seqlens_k, c.cum_seqlens_k);
+  }
+};
+
 void run_flash(RunArgs a) {
   if (a.op != "flash_attention")
     throw InvalidArgument(fmt::format("run: unknown op '{}', expected flash_attention", a.op));
@@ -78,21 +124,26 @@ void run_flash(RunArgs a) {
     a.spec.normalize_output = !a.no_normalize;
     c = make_random_case(a.spec);
   }
-  Backend backend = parse_backend(a.backend);
-  FlashAttentionOptions opt = c.options(backend, a.block_q, a.block_k);
-  FlashAttentionInputs in = c.inputs();
+  std::string fallback;
+  Device device = pick_device(parse_backend(a.backend), c.spec.dtype, fallback);
+  FlashAttentionOptions opt = c.options(parse_backend(a.backend), a.block_q, a.block_k);
+  DeviceInputs dev_in(c, device);
+  const FlashAttentionInputs& in = dev_in.inputs;
 
   FlashAttentionResult r;
   {
     CompileProgress progress;
     r = flash_attention(in, opt);  // first call: includes finding/compiling the variant
+    synchronize(device);
   }
   std::vector<double> times;
   for (int i = 0; i < a.iters; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     flash_attention_into(in, opt, r.out.view(), r.lse.view());
+    synchronize(device);
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (!fallback.empty()) r.info.fallback_reason = fallback;
   std::sort(times.begin(), times.end());
   double ms = times.empty() ? 0 : times[times.size() / 2];
   double gflops = ms > 0 ? 4.0 * static_cast<double>(c.spec.hq * c.spec.d) * c.visible_pairs() / (ms * 1e6) : 0;
@@ -100,14 +151,21 @@ void run_flash(RunArgs a) {
   std::optional<Errors> err;
   if (a.check) {
     // Poison, run once more, then compare: every element must have been written.
-    std::fill_n(static_cast<unsigned char*>(r.out.data()), r.out.nbytes(), 0xff);
-    std::fill_n(static_cast<unsigned char*>(r.lse.data()), r.lse.nbytes(), 0xff);
+    Tensor poison_out = Tensor::empty(r.out.shape(), r.out.dtype());
+    Tensor poison_lse = Tensor::empty(r.lse.shape(), DType::f32);
+    std::fill_n(static_cast<unsigned char*>(poison_out.data()), poison_out.nbytes(), 0xff);
+    std::fill_n(static_cast<unsigned char*>(poison_lse.data()), poison_lse.nbytes(), 0xff);
+    r.out = poison_out.to(device);
+    r.lse = poison_lse.to(device);
     flash_attention_into(in, opt, r.out.view(), r.lse.view());
-    err = compare(r.out, r.lse, flash_attention_reference(in, opt));
+    synchronize(device);
+    r.out = r.out.to(Device{});
+    r.lse = r.lse.to(Device{});
+    err = compare(r.out, r.lse, flash_attention_reference(c.inputs(), opt));
   }
   double tol = c.spec.dtype == DType::f32 ? 1e-5 : 1e-2;
   bool pass = !err || (!err->nan && err->rel_l2 <= tol);
-  if (!a.save.empty()) save_case(c, r.out, r.lse, a.save);
+  if (!a.save.empty()) save_case(c, r.out.to(Device{}), r.lse.to(Device{}), a.save);
 
   if (a.json) {
     nlohmann::json j;
@@ -133,7 +191,7 @@ void run_flash(RunArgs a) {
     if (err)
       std::cout << fmt::format("  check vs float64: rel_l2 {:.3e}  max_abs {:.3e}  lse max_abs {:.3e}  (tol {:.0e}) {}\n",
                                err->rel_l2, err->max_abs, err->lse_max_abs, tol, pass ? "PASS" : "FAIL");
-    if (!r.info.fallback_reason.empty()) std::cout << "  note: " << r.info.fallback_reason << "\n";
+    if (!r.info.fallback_reason.empty()) std::cerr << "note: " << r.info.fallback_reason << "\n";
   }
   if (!pass) set_exit_code(1);
 }
@@ -161,7 +219,7 @@ void add_run_command(CLI::App& app) {
   run->add_flag("--bias", s.bias, "Random additive bias [B, Hq, Sq, Sk]");
   run->add_flag("--no-normalize", a->no_normalize, "normalize_output = false");
   run->add_option("--dtype", a->dtype, "f32, bf16 or f16")->capture_default_str();
-  run->add_option("--backend", a->backend, "cpu, cuda, hip or auto")->capture_default_str();
+  run->add_option("--backend", a->backend, "cpu, cuda, hip or auto (a GPU when there is one)")->capture_default_str();
   run->add_option("--block-q", a->block_q, "Query block (default: the spec's heuristic)");
   run->add_option("--block-k", a->block_k, "Key block (default: the spec's heuristic)");
   run->add_option("--iters", a->iters, "Timed runs (median reported)")->capture_default_str();

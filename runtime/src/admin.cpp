@@ -7,6 +7,11 @@
 
 #include "cache/disk_cache.h"
 #include "cpu_backend.h"
+#include "device_memory.h"
+#if EJK_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#include "cuda_variants.h"
+#endif
 #include "ejk/core/error.h"
 #include "registry.h"
 
@@ -26,6 +31,8 @@ std::vector<OpListing> list_ops() {
   }
   return out;
 }
+
+bool cpu_jit_available() { return EJK_HAVE_ORC_JIT != 0; }
 
 std::filesystem::path cache_root() { return cache::default_root(); }
 
@@ -72,16 +79,49 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
   return key;
 }
 
+// CUDA variants compile for a named arch with NVRTC and need no GPU, so a build machine can
+// warm a cache for a fleet; without --arch the current device's is used.
+CompileReport compile_cuda(const OpSchema& schema, const CompileRequest& req) {
+#if EJK_HAVE_CUDA
+  std::string target = req.target;
+  if (target.empty()) {
+    std::string why;
+    if (!detail::cuda_usable(&why))
+      throw InvalidArgument("compile: --arch is required without a usable GPU (" + why + ")");
+    target = cuda::use_device(0).target;
+  }
+  if (!schema.backend("cuda").find_target(target))
+    throw InvalidArgument(fmt::format("compile: unknown CUDA target '{}' (e.g. sm80, sm90a)", target));
+  VariantKey key = key_from_request(schema, req, target);
+  detail::CudaCubin c = detail::acquire_cuda_cubin(schema, key);
+  CompileReport rep;
+  rep.key = to_string(key);
+  rep.target = target;
+  rep.source = std::string(source_name(c.source));
+  rep.compile_ms = c.compile_ms;
+  rep.cache_path = c.cache_path;
+  rep.registers = c.registers;
+  rep.shared_bytes = c.shared_bytes;
+  return rep;
+#else
+  (void)schema;
+  (void)req;
+  throw BackendUnavailable("compile: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)");
+#endif
+}
+
 }  // namespace
 
 CompileReport compile_variant(const CompileRequest& req) {
   const OpSchema& schema = schema_for_api(req.api);
+  if (req.backend == "cuda") return compile_cuda(schema, req);
   if (req.backend != "cpu")
     throw BackendUnavailable(fmt::format("compile: backend '{}' is not available in this build", req.backend));
-  std::string target = req.target.empty() ? detail::host_cpu_target(schema) : req.target;
-  if (target != detail::host_cpu_target(schema) && std::getenv("EJK_CPU_TARGET") == nullptr)
-    throw InvalidArgument(fmt::format("compile: CPU variants compile for this host's CPU (target {}), "
-                                      "got --target {}", detail::host_cpu_target(schema), target));
+  std::string host = detail::host_cpu_target(schema);
+  std::string target = req.target.empty() ? host : req.target;
+  if (target != host)
+    throw InvalidArgument(fmt::format("compile: CPU variants compile for this host's target {} "
+                                      "(EJK_CPU_TARGET selects another), got --target {}", host, target));
   VariantKey key = key_from_request(schema, req, target);
   detail::CpuVariant v = detail::acquire_cpu_variant(schema, key);
   CompileReport rep;

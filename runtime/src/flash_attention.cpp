@@ -7,6 +7,8 @@
 
 #include "cpu_backend.h"
 #include "ejk/core/error.h"
+#include "device_memory.h"
+#include "flash_dispatch.h"
 #include "flash_validate.h"
 #include "registry.h"
 
@@ -30,6 +32,18 @@ Backend parse_backend(std::string_view s) {
   throw InvalidArgument(fmt::format("backend: unknown '{}', expected auto, cpu, cuda or hip", s));
 }
 
+bool backend_available(Backend b, std::string* why) {
+  switch (b) {
+    case Backend::auto_:
+    case Backend::cpu: return true;
+    case Backend::cuda: return detail::cuda_usable(why);
+    case Backend::hip:
+      if (why) *why = "this build has no HIP backend";
+      return false;
+  }
+  return false;
+}
+
 std::string_view source_name(VariantSource s) {
   switch (s) {
     case VariantSource::aot: return "aot";
@@ -41,7 +55,6 @@ std::string_view source_name(VariantSource s) {
 
 namespace detail {
 
-// The key of the variant that computes this problem on `backend`/`target`.
 VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const FlashAttentionOptions& opt,
                      std::string_view backend, std::string_view target) {
   VariantKey key = schema.blank_key(backend, target);
@@ -84,16 +97,28 @@ RunInfo run_flash_cpu(FlashProblem& pb, const FlashAttentionOptions& opt) {
 namespace {
 
 RunInfo dispatch(detail::FlashProblem& pb, const FlashAttentionOptions& opt) {
+  Backend wanted = opt.backend;
   switch (pb.device.kind) {
     case DeviceKind::cpu:
-      if (opt.backend != Backend::auto_ && opt.backend != Backend::cpu)
-        throw InvalidArgument(fmt::format("backend: {} was requested, but q is on the CPU",
-                                          backend_name(opt.backend)));
+      if (wanted != Backend::auto_ && wanted != Backend::cpu)
+        throw InvalidArgument(fmt::format("backend: {} was requested, but q is on the CPU; "
+                                          "move the tensors to the device first", backend_name(wanted)));
       return detail::run_flash_cpu(pb, opt);
-    default:
-      throw BackendUnavailable(fmt::format(
-          "flash_attention: no backend for tensors on {} in this build", to_string(pb.device)));
+    case DeviceKind::cuda:
+      if (wanted != Backend::auto_ && wanted != Backend::cuda)
+        throw InvalidArgument(fmt::format("backend: {} was requested, but q is on {}",
+                                          backend_name(wanted), to_string(pb.device)));
+#if EJK_HAVE_CUDA
+      return detail::run_flash_cuda(pb, opt);
+#else
+      throw BackendUnavailable("flash_attention: q is on a CUDA device, but this build has no CUDA "
+                               "backend (configured with EJK_ENABLE_CUDA=OFF)");
+#endif
+    case DeviceKind::hip:
+      break;
   }
+  throw BackendUnavailable(fmt::format("flash_attention: no backend for tensors on {} in this build",
+                                       to_string(pb.device)));
 }
 
 }  // namespace
@@ -107,8 +132,6 @@ RunInfo flash_attention_into(const FlashAttentionInputs& in, const FlashAttentio
 
 FlashAttentionResult flash_attention(const FlashAttentionInputs& in, const FlashAttentionOptions& opt) {
   detail::FlashProblem pb = detail::check_flash_inputs(in, opt);
-  if (pb.device.kind != DeviceKind::cpu)
-    throw InvalidArgument("flash_attention: outputs on a device must be passed to flash_attention_into");
   FlashAttentionResult r;
   r.out = Tensor::empty(pb.out_shape, pb.dtype, pb.device);
   r.lse = Tensor::empty(pb.lse_shape, DType::f32, pb.device);

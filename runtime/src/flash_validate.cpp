@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "device_memory.h"
 #include "ejk/core/error.h"
+#include "ejk/half.h"
 
 namespace ejk::detail {
 namespace {
@@ -46,31 +48,22 @@ void expect_device(const TensorView& t, const char* name, Device d) {
                     to_string(t.device)));
 }
 
-// Reads a CPU int32 vector (cum_seqlens) into host memory.
+// Reads a 1-D int32 tensor (cum_seqlens) into host memory, from whichever device holds it.
 std::vector<int32_t> read_i32(const TensorView& t, const char* name) {
-  if (t.device.kind != DeviceKind::cpu)
-    bad(fmt::format("{}: must be a CPU tensor (its values size the launch)", name));
+  if (t.shape[0] > 1 && t.strides[0] != 1) bad(fmt::format("{}: must be contiguous", name));
   std::vector<int32_t> v(t.shape[0]);
-  for (int64_t i = 0; i < t.shape[0]; ++i)
-    std::memcpy(&v[i], static_cast<const int32_t*>(t.data) + i * t.strides[0], 4);
+  copy_to_host(t.device, t.data, v.data(), v.size() * sizeof(int32_t));
   return v;
 }
 
-float read_float(const TensorView& t, int64_t offset) {
-  const char* p = static_cast<const char*>(t.data) + offset * static_cast<int64_t>(dtype_size(t.dtype));
-  switch (t.dtype) {
+// Element `offset` of a floating tensor whose bytes were copied to `bytes`.
+float read_float(const std::vector<unsigned char>& bytes, DType dtype, int64_t offset) {
+  const unsigned char* p = bytes.data() + offset * static_cast<int64_t>(dtype_size(dtype));
+  switch (dtype) {
     case DType::f32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::f64: { double d; std::memcpy(&d, p, 8); return static_cast<float>(d); }
-    case DType::bf16: case DType::f16: {
-      uint16_t h; std::memcpy(&h, p, 2);
-      if (t.dtype == DType::bf16) { uint32_t u = uint32_t(h) << 16; float f; std::memcpy(&f, &u, 4); return f; }
-      // IEEE half → float.
-      uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
-      float mag = exp == 0 ? std::ldexp(float(man), -24)
-                : exp == 31 ? (man ? NAN : INFINITY)
-                            : std::ldexp(float(man | 1024), int(exp) - 25);
-      return sign ? -mag : mag;
-    }
+    case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_float(h); }
+    case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_float(h); }
     default: return 0;
   }
 }
@@ -168,7 +161,9 @@ void check_varlen(const FlashAttentionInputs& in, const Dims& d, FlashProblem& p
   auto ck = check_cum_seqlens(*in.cum_seqlens_k, "cum_seqlens_k", d.sk);
   if (cq.size() != ck.size())
     bad(fmt::format("cum_seqlens_k: expected {} entries like cum_seqlens_q, got {}", cq.size(), ck.size()));
-  expect_device(*in.cum_seqlens_k, "cum_seqlens_k", in.cum_seqlens_q->device);
+  // The kernels read them: they live where q does.
+  expect_device(*in.cum_seqlens_q, "cum_seqlens_q", in.q.device);
+  expect_device(*in.cum_seqlens_k, "cum_seqlens_k", in.q.device);
   auto& p = pb.params;
   p.cu_seqlens_q = static_cast<const i32*>(in.cum_seqlens_q->data);
   p.cu_seqlens_k = static_cast<const i32*>(in.cum_seqlens_k->data);
@@ -229,14 +224,15 @@ void check_sinks(const TensorView& s, const Dims& d, FlashProblem& pb) {
                     shape_str(s.shape)));
   if (!is_floating(s.dtype))
     bad(fmt::format("softmax_aux: expected a floating dtype, got {}", dtype_name(s.dtype)));
-  if (s.device.kind != DeviceKind::cpu) bad("softmax_aux: must be a CPU tensor");
   expect_dim(s, "softmax_aux", 0, d.hq, "Hq");
+  if (!s.is_contiguous()) bad("softmax_aux: must be contiguous");
   int64_t n = s.rank() == 2 ? s.shape[1] : 1;
   if (n < 1) bad("softmax_aux: needs at least one sink per head");
+  // Sinks are tiny ([Hq, n]): converted to float32 on the host, uploaded by the backend.
+  std::vector<unsigned char> bytes(static_cast<size_t>(s.numel()) * dtype_size(s.dtype));
+  copy_to_host(s.device, s.data, bytes.data(), bytes.size());
   pb.sinks_f32.resize(d.hq * n);
-  for (int64_t h = 0; h < d.hq; ++h)
-    for (int64_t i = 0; i < n; ++i)
-      pb.sinks_f32[h * n + i] = read_float(s, h * s.strides[0] + (s.rank() == 2 ? i * s.strides[1] : 0));
+  for (int64_t i = 0; i < d.hq * n; ++i) pb.sinks_f32[i] = read_float(bytes, s.dtype, i);
   pb.params.num_sinks = n;
   pb.sinks = true;
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "device_memory.h"
 #include "ejk/core/error.h"
 
 namespace ejk {
@@ -44,9 +45,6 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
 size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
 
 Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
-  if (device.kind != DeviceKind::cpu)
-    throw InvalidArgument(fmt::format("Tensor::empty: device {} needs its backend's allocator",
-                                      to_string(device)));
   for (int64_t s : shape)
     if (s < 0) throw InvalidArgument(fmt::format("Tensor::empty: negative dimension {}", s));
   Tensor t;
@@ -54,13 +52,34 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
   t.view_.device = device;
   t.view_.strides = contiguous_strides(shape);
   t.view_.shape = std::move(shape);
-  // 64-byte alignment: whole cache lines, and aligned vector loads in the CPU kernels.
-  size_t bytes = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  t.view_.data = p;
+  if (device.kind == DeviceKind::cpu) {
+    // 64-byte alignment: whole cache lines, and aligned vector loads in the CPU kernels.
+    size_t bytes = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  } else {
+    void* p = detail::device_alloc(device, t.nbytes());
+    t.storage_ = std::shared_ptr<void>(p, [device](void* q) { detail::device_free(device, q); });
+  }
+  t.view_.data = t.storage_.get();
   return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (!view_.is_contiguous())
+    throw InvalidArgument(fmt::format("Tensor::to: {} is not contiguous", view_.describe()));
+  Tensor out = empty(view_.shape, view_.dtype, device);
+  if (nbytes() == 0) return out;
+  if (view_.device.kind == DeviceKind::cpu) {
+    detail::copy_from_host(device, out.data(), data(), nbytes());
+  } else if (device.kind == DeviceKind::cpu) {
+    detail::copy_to_host(view_.device, data(), out.data(), nbytes());
+  } else {  // device to device through the host: rare, and not on a hot path
+    Tensor host = to(Device{});
+    detail::copy_from_host(device, out.data(), host.data(), nbytes());
+  }
+  return out;
 }
 
 }  // namespace ejk

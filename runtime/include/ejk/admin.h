@@ -29,6 +29,9 @@ std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ejkernel o
 std::vector<CacheEntry> cache_list(bool verify);
 size_t cache_clear();
 
+// Whether this build can compile CPU variants at run time (built with the ORC JIT).
+bool cpu_jit_available();
+
 struct CompileRequest {
   std::string api = "flash_attention";
   std::string backend = "cpu";

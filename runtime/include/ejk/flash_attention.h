@@ -18,6 +18,8 @@ namespace ejk {
 enum class Backend : uint8_t { auto_, cpu, cuda, hip };
 std::string_view backend_name(Backend b);
 Backend parse_backend(std::string_view s);
+// Whether a backend can run here; `why` says why not (no driver, no device, not built).
+bool backend_available(Backend b, std::string* why = nullptr);
 
 struct SlidingWindow {
   int64_t left = 0, right = 0;

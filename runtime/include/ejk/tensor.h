@@ -39,7 +39,11 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 class Tensor {
  public:
   Tensor() = default;
+  // CPU memory is 64-byte aligned; device memory comes from the device's backend
+  // (BackendUnavailable when it cannot run here).
   static Tensor empty(std::vector<int64_t> shape, DType dtype, Device device = {});
+  // A contiguous copy on `device` (this tensor must be contiguous).
+  Tensor to(Device device) const;
   const TensorView& view() const { return view_; }
   TensorView& view() { return view_; }
   void* data() const { return view_.data; }
@@ -54,5 +58,9 @@ class Tensor {
   std::shared_ptr<void> storage_;
   TensorView view_;
 };
+
+// Waits until the device has finished all work launched on it (GPU ops are asynchronous on
+// the legacy default stream). A no-op for the CPU.
+void synchronize(Device d);
 
 }  // namespace ejk

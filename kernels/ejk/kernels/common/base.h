@@ -25,8 +25,9 @@ template <class T> EJK_HD T min_of(T a, T b) { return a < b ? a : b; }
 template <class T> EJK_HD T max_of(T a, T b) { return a < b ? b : a; }
 template <class T> EJK_HD T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
-// Bit patterns instead of INFINITY/NAN macros: math.h is not available under NVRTC.
-#if EJK_GPU_COMPILE
+// Bit patterns instead of INFINITY/NAN macros: math.h is not available under NVRTC. The
+// device spelling only in device passes: nvcc's host pass of a .cu file compiles this too.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 EJK_HD float neg_inf_f32() { return __int_as_float(0xff800000); }
 #else
 EJK_HD float neg_inf_f32() { return __builtin_bit_cast(float, 0xff800000u); }

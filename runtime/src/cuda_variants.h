@@ -1,0 +1,38 @@
+// CUDA variants as cubins: AOT table → disk cache → NVRTC, for any arch without a GPU
+// (`ejk compile`), and loaded into a device's context for launches.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ejk/core/schema.h"
+#include "ejk/flash_attention.h"
+
+namespace ejk::cuda {
+class LoadedKernel;
+}
+
+namespace ejk::detail {
+
+struct CudaCubin {
+  std::vector<uint8_t> bytes;
+  VariantSource source = VariantSource::aot;
+  double compile_ms = 0, load_ms = 0;
+  std::string cache_path;  // JIT-built cubins
+  int registers = -1;
+  int64_t shared_bytes = -1;  // static shared memory of the entry (dynamic comes at launch)
+};
+
+// The cubin of `key` (its target names the arch). Needs NVRTC on a miss, no GPU.
+CudaCubin acquire_cuda_cubin(const OpSchema& schema, const VariantKey& key);
+
+struct CudaVariant {
+  std::shared_ptr<cuda::LoadedKernel> kernel;
+  VariantSource source = VariantSource::aot;
+  double compile_ms = 0, load_ms = 0;
+};
+
+// The kernel of `key` loaded on device `ordinal` (memoized per device and key).
+CudaVariant acquire_cuda_variant(const OpSchema& schema, const VariantKey& key, int ordinal);
+
+}  // namespace ejk::detail

@@ -1,0 +1,22 @@
+// The flash attention op's per-backend paths, after validation.
+#pragma once
+#include <string_view>
+
+#include "ejk/core/schema.h"
+#include "ejk/flash_attention.h"
+#include "flash_validate.h"
+
+namespace ejk::detail {
+
+// The key of the variant that computes this problem on `backend`/`target`: the problem's
+// dtype, head_dim and flags, block sizes from the options or the spec's heuristic; validated.
+VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const FlashAttentionOptions& opt,
+                     std::string_view backend, std::string_view target);
+
+RunInfo run_flash_cpu(FlashProblem& pb, const FlashAttentionOptions& opt);
+
+// Launches on the device of pb (asynchronous, legacy default stream). BackendUnavailable in a
+// build without CUDA.
+RunInfo run_flash_cuda(FlashProblem& pb, const FlashAttentionOptions& opt);
+
+}  // namespace ejk::detail
