@@ -1,9 +1,11 @@
 #include "cuda/nvrtc_compiler.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <regex>
@@ -107,6 +109,89 @@ KernelResources parse_ptxas_report(std::string_view log, std::string_view symbol
   return r;
 }
 
+namespace {
+
+// Section headers and names of a 64-bit ELF image, bounds-checked.
+class ElfView {
+ public:
+  ElfView(const std::vector<uint8_t>& image, std::string_view what) : img_(image) {
+    if (img_.size() < sizeof(eh_) || std::memcmp(img_.data(), ELFMAG, SELFMAG) != 0 ||
+        img_[EI_CLASS] != ELFCLASS64)
+      throw InvalidArgument(std::string(what) + ": expected a 64-bit ELF image");
+    std::memcpy(&eh_, img_.data(), sizeof(eh_));
+  }
+  size_t count() const { return eh_.e_shnum; }
+  Elf64_Shdr section(size_t i) const {
+    Elf64_Shdr sh{};
+    const size_t at = eh_.e_shoff + i * eh_.e_shentsize;
+    if (at + sizeof(sh) <= img_.size()) std::memcpy(&sh, img_.data() + at, sizeof(sh));
+    return sh;
+  }
+  std::string_view str(const Elf64_Shdr& table, size_t offset) const {
+    const size_t at = table.sh_offset + offset;
+    if (at >= img_.size()) return {};
+    const char* p = reinterpret_cast<const char*>(img_.data() + at);
+    return {p, strnlen(p, img_.size() - at)};
+  }
+  std::string_view name(const Elf64_Shdr& sh) const { return str(section(eh_.e_shstrndx), sh.sh_name); }
+  const uint8_t* bytes(size_t offset) const { return img_.data() + offset; }
+  bool in_range(size_t offset, size_t n) const { return offset + n <= img_.size(); }
+
+ private:
+  const std::vector<uint8_t>& img_;
+  Elf64_Ehdr eh_{};
+};
+
+// Index of `symbol` in the ELF's .symtab, or -1.
+long symbol_index(const ElfView& elf, std::string_view symbol) {
+  for (size_t i = 0; i < elf.count(); ++i) {
+    const Elf64_Shdr sh = elf.section(i);
+    if (sh.sh_type != SHT_SYMTAB || !elf.in_range(sh.sh_offset, sh.sh_size)) continue;
+    const Elf64_Shdr strings = elf.section(sh.sh_link);
+    for (size_t k = 0; k * sizeof(Elf64_Sym) < sh.sh_size; ++k) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, elf.bytes(sh.sh_offset + k * sizeof(Elf64_Sym)), sizeof(sym));
+      if (elf.str(strings, sym.st_name) == symbol) return long(k);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_view symbol) {
+  const ElfView elf(cubin, "cubin of " + std::string(symbol));
+  KernelResources r;
+  const long index = symbol_index(elf, symbol);
+  if (index < 0) return r;
+  // .nv.info holds (format, attribute) records; format 4 carries a u16 size and a payload.
+  // EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11) payloads are (u32 symbol, u32 value).
+  constexpr uint8_t kSizedValue = 4, kRegCount = 0x2f, kFrameSize = 0x11;
+  for (size_t i = 0; i < elf.count(); ++i) {
+    const Elf64_Shdr sh = elf.section(i);
+    if (elf.name(sh) != ".nv.info" || !elf.in_range(sh.sh_offset, sh.sh_size)) continue;
+    const uint8_t* p = elf.bytes(sh.sh_offset);
+    for (size_t at = 0; at + 4 <= sh.sh_size;) {
+      const uint8_t format = p[at], attribute = p[at + 1];
+      if (format != kSizedValue) {
+        at += format == 1 ? 2 : 4;  // no value / 16-bit value records
+        continue;
+      }
+      uint16_t size;
+      std::memcpy(&size, p + at + 2, 2);
+      if (size == 8 && at + 12 <= sh.sh_size) {
+        uint32_t sym, value;
+        std::memcpy(&sym, p + at + 4, 4);
+        std::memcpy(&value, p + at + 8, 4);
+        if (long(sym) == index && attribute == kRegCount) r.registers = int(value);
+        if (long(sym) == index && attribute == kFrameSize) r.stack_bytes = int(value);
+      }
+      at += 4 + size;
+    }
+  }
+  return r;
+}
+
 const NvrtcCompiler* NvrtcCompiler::load(std::string* why) {
   static Loaded* loaded = [] {
     auto* l = new Loaded();  // lives for the process, like the library it points into
@@ -196,6 +281,9 @@ CubinResult NvrtcCompiler::compile(const CudaSource& src, std::string_view arch,
   out.cubin.resize(n);
   api_->cubin(prog, reinterpret_cast<char*>(out.cubin.data()));
   out.resources = parse_ptxas_report(out.log, symbol);
+  const KernelResources from_cubin = cubin_resources(out.cubin, symbol);
+  out.resources.registers = from_cubin.registers;
+  if (out.resources.stack_bytes < 0) out.resources.stack_bytes = from_cubin.stack_bytes;
   out.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

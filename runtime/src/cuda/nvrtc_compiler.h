@@ -31,7 +31,11 @@ struct KernelResources {
 struct CubinResult {
   std::vector<uint8_t> cubin;
   std::string log;            // NVRTC's log (ptxas report included)
-  KernelResources resources;  // of `symbol`
+  // Of `symbol`: registers (and the stack frame when the log lacks it) from the cubin itself;
+  // spills and static smem from the ptxas report, which NVRTC does not always put in the log
+  // when several programs compile concurrently (seen on the H200 machine, 16 threads), so
+  // those may be -1.
+  KernelResources resources;
   double compile_ms = 0;
 };
 
@@ -41,6 +45,11 @@ std::string nvrtc_arch(std::string_view target);
 
 // Parses the ptxas -v lines of one entry function out of a compile log.
 KernelResources parse_ptxas_report(std::string_view log, std::string_view symbol);
+
+// Registers and stack frame of `symbol` read from the cubin itself (the EIATTR_REGCOUNT and
+// EIATTR_FRAME_SIZE records of its .nv.info section). Fields it cannot find stay -1;
+// InvalidArgument if the bytes are not a 64-bit ELF.
+KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_view symbol);
 
 class NvrtcCompiler {
  public:

@@ -1,0 +1,112 @@
+// Benchmark half of check_flash: the issue's bf16 grid (B*S = 16k tokens, Hq*D = 2048,
+// S in 1k..16k, D in {64, 128, 256}, causal and not), every tile config of bench_variants()
+// per shape. Prints one JSON line per (shape, variant) with the median of CUDA-event timings
+// and the FLOP rate counted as peers.py counts it (exact unmasked pairs when causal).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "variant_launch.cuh"
+
+namespace {
+using namespace ejk::check;
+
+// The sm_90a family's tile configs, with and without ping-pong. The sm80 family's configs
+// were measured in runs 1-3 (bench/cuda/NOTES.md) and are unchanged since.
+std::vector<Variant> bench_variants() {
+  return {
+      variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
+      variant_sm90<Elem::bf16, 64, 128, 64, kPlain>(),   variant_sm90<Elem::bf16, 64, 128, 64, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 128, 128, 64, kCausal>(),
+      variant_sm90<Elem::bf16, 256, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal>(),
+      // without ping-pong (the two consumer warpgroups issue independently)
+      variant_sm90<Elem::bf16, 64, 128, 128, kPlain, false>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal, false>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, false>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal, false>(),
+      variant_sm90<Elem::bf16, 256, 128, 64, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal, false>(),
+      // two K/V stages instead of the default (D=64: 4, D=128 bk128: 3)
+      variant_sm90<Elem::bf16, 64, 128, 128, kPlain, true, 2>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal, true, 2>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 2>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 2>(),
+  };
+}
+
+// Normal-ish random bf16 from a hash of the index: no host generation of 100M+ elements.
+__global__ void fill_random(uint16_t* x, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9E3779B9u ^ seed;
+    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
+    const float u = (h & 0xffffff) * (1.f / 16777216.f) * 2.f - 1.f;  // uniform [-1, 1)
+    x[i] = uint16_t(__float_as_uint(u * 1.7f) >> 16);                 // ~unit variance
+  }
+}
+
+uint16_t* random_tensor(size_t n, uint32_t seed) {
+  uint16_t* d = nullptr;
+  CUDA_OK(cudaMalloc(&d, n * 2));
+  fill_random<<<1024, 256>>>(d, n, seed);
+  CUDA_OK(cudaGetLastError());
+  return d;
+}
+
+float median_ms(const Variant& v, const ejk::FlashFwdParams& p) {
+  cudaEvent_t a, b;
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) launch(v, p);
+  std::vector<float> t;
+  for (int i = 0; i < 15; ++i) {
+    CUDA_OK(cudaEventRecord(a));
+    launch(v, p);
+    CUDA_OK(cudaEventRecord(b));
+    CUDA_OK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CUDA_OK(cudaEventDestroy(a));
+  CUDA_OK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool causal) {
+  const int64_t B = 16384 / S, H = 2048 / D;
+  const size_t n = size_t(B) * S * H * D;
+  uint16_t *q = random_tensor(n, 1), *k = random_tensor(n, 2), *v = random_tensor(n, 3), *o = nullptr;
+  float* lse = nullptr;
+  CUDA_OK(cudaMalloc(&o, n * 2));
+  CUDA_OK(cudaMalloc(&lse, size_t(B) * H * S * 4));
+  ejk::FlashFwdParams p{};
+  p.q = q, p.k = k, p.v = v, p.out = o, p.lse = lse;
+  p.batch = B, p.seqlen_q = p.seqlen_k = S, p.heads_q = p.heads_kv = H, p.head_dim = D;
+  p.q_stride_b = p.k_stride_b = p.v_stride_b = p.o_stride_b = S * H * D;
+  p.q_stride_s = p.k_stride_s = p.v_stride_s = p.o_stride_s = H * D;
+  p.q_stride_h = p.k_stride_h = p.v_stride_h = p.o_stride_h = D;
+  p.lse_stride_b = H * S, p.lse_stride_h = S;
+  p.scale = 1.f / std::sqrt(float(D));
+  p.mask.causal = causal;
+  p.normalize_output = 1;
+  const double pairs = causal ? double(S) * (S + 1) / 2 : double(S) * S;
+  const double flops = 4.0 * B * H * pairs * D;
+  for (const Variant& var : vs) {
+    if (var.head_dim != D || var.flags.causal != causal) continue;
+    const float ms = median_ms(var, p);
+    std::printf("{\"kernel\": \"ejk\", \"variant\": \"%s\", \"b\": %lld, \"h\": %lld, \"s\": %lld, \"d\": %lld, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f}\n",
+                var.name().c_str(), (long long)B, (long long)H, (long long)S, (long long)D,
+                causal ? "true" : "false", ms, flops / ms / 1e9);
+  }
+  std::fflush(stdout);
+  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse}) CUDA_OK(cudaFree(x));
+}
+
+}  // namespace
+
+int run_bench() {
+  const std::vector<Variant> vs = bench_variants();
+  for (int64_t D : {64, 128, 256})
+    for (bool causal : {false, true})
+      for (int64_t S : {1024, 2048, 4096, 8192, 16384}) bench_shape(vs, S, D, causal);
+  return 0;
+}

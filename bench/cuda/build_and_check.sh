@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Build the standalone CUDA check/bench with nvcc, then: correctness matrix, compute-sanitizer
+# memcheck on a few variants, our bf16 grid benchmark and the peers on the same grid.
+# Runs on the GPU machine from the repository root; results go to $OUT (or ./out).
+#   bench/cuda/build_and_check.sh [check|bench|all]   (default all)
+# EJK_PREBUILT=dir: take check_flash and runtime_smoke from dir (built on another machine with
+# the same commands, carried over) instead of building them here: saves device time.
+set -euo pipefail
+what=${1:-all}
+out=${OUT:-out}
+mkdir -p "$out" build-cuda-check
+arch=${EJK_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
+flags=(-std=c++20 -O3 -I kernels -I bench/cuda $arch -Xptxas -v)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+nvcc --version | tail -1
+bindir=build-cuda-check
+if [[ -n ${EJK_PREBUILT:-} ]]; then
+  bindir=$EJK_PREBUILT
+  cp "$bindir"/resources.txt "$out/" 2>/dev/null || true
+else
+  t0=$(date +%s)
+  nvcc "${flags[@]}" -c bench/cuda/check_flash.cu -o build-cuda-check/check.o 2> "$out/ptxas_check.log" &
+  nvcc "${flags[@]}" -c bench/cuda/bench_flash.cu -o build-cuda-check/bench.o 2> "$out/ptxas_bench.log" &
+  wait %1 && wait %2 || { cat "$out"/ptxas_*.log | grep -v ptxas | head -40; exit 1; }
+  nvcc $arch build-cuda-check/check.o build-cuda-check/bench.o -o build-cuda-check/check_flash
+  echo "build: $(( $(date +%s) - t0 )) s"
+  # registers / spills per kernel, one line each
+  python3 bench/cuda/ptxas_summary.py "$out"/ptxas_check.log "$out"/ptxas_bench.log | tee "$out/resources.txt"
+  # The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel.
+  g++ -std=c++20 -O2 -I kernels -I core/include -I runtime/src -I bench/cuda \
+    bench/cuda/runtime_smoke.cpp runtime/src/cuda/*.cpp -ldl -o build-cuda-check/runtime_smoke
+fi
+bin=$bindir/check_flash
+if [[ $what == check || $what == all ]]; then
+  # A failed (or hung) check stops the script: never time a kernel that failed its check.
+  ok=1
+  timeout 120 $bin check 20261121 > "$out/check.txt" || ok=0
+  grep -v '^PASS' "$out/check.txt" || true
+  timeout 120 $bin check $RANDOM > "$out/check_random.txt" || ok=0
+  grep -v '^PASS' "$out/check_random.txt" || true
+  [[ $ok == 1 ]] || { echo "CHECK FAILED: not timing anything"; exit 1; }
+  # memcheck on three wgmma variants (index 12 on in check_variants; the mma.sync family was
+  # checked in runs 1-9 and is unchanged)
+  timeout 120 compute-sanitizer --tool memcheck --print-limit 5 $bin check 8 3 12 | tail -2 || echo "compute-sanitizer: failed or unavailable"
+fi
+# The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel.
+"$bindir"/runtime_smoke run | tee "$out/runtime_smoke.txt"
+if [[ $what == bench || $what == all ]]; then
+  $bin bench | tee "$out/ours.jsonl" > /dev/null
+  PYTHONUNBUFFERED=1 python3 bench/cuda/bench_vs_peers.py "$out/ours.jsonl" "$out/peers.jsonl" | tee "$out/table.txt"
+fi
+if [[ $what == all ]]; then
+  # Every peer (FlexAttention, JAX cuDNN too) on one grid shape, for the record.
+  timeout 180 python3 bench/cuda/peers.py flash --b 4 --hq 16 --hkv 16 --s 4096 --d 128 --causal | tee "$out/peers_full.jsonl" || true
+fi

@@ -1,0 +1,28 @@
+// Entry point of the CUDA flash forward for a variant key: picks the kernel family from the
+// key's target and tile shape (flash_fwd_uses_wgmma, shared with the host runtime), so the
+// template stays a list of constants.
+#pragma once
+#include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
+#include "ejk/kernels/cuda/flash_fwd_sm90.cuh"
+
+namespace ejk::cuda {
+
+// Key targets, spelled as in the key (templates render {{target}} into Arch::sm80 / ::sm90a).
+enum class Arch { sm80, sm90a };
+
+template <Arch A, Elem E, int D, int Br, int Bc, FlashFlags F,
+          bool kWgmma = flash_fwd_uses_wgmma(A == Arch::sm90a, D, Br, Bc)>
+struct FlashFwdKernel {
+  using Config = FlashFwdSm80Config<E, D, Br, Bc, F>;
+  static constexpr int kThreads = Config::kThreads;
+  static __device__ __forceinline__ void run(const FlashFwdParams& p) { flash_fwd_sm80<Config>(p); }
+};
+
+template <Arch A, Elem E, int D, int Br, int Bc, FlashFlags F>
+struct FlashFwdKernel<A, E, D, Br, Bc, F, true> {
+  using Config = FlashFwdSm90Config<E, D, Br, Bc, F>;
+  static constexpr int kThreads = Config::kThreads;
+  static __device__ __forceinline__ void run(const FlashFwdParams& p) { flash_fwd_sm90<Config>(p); }
+};
+
+}  // namespace ejk::cuda

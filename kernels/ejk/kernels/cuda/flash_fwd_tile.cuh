@@ -1,0 +1,272 @@
+// Per-tile pieces of the CUDA flash forward: the variant config, where a block's sequence
+// lives, which key tiles it visits, the logit transform + mask (mask.h's functions), the
+// online softmax and the final normalisation. Kernel families (sm80, sm90a) share these; they
+// differ in how the two matrix products are issued.
+//
+// Fragment convention (mma m16n8k16 C layout): lane L holds rows L/4 and L/4 + 8 of a 16-row
+// tile, columns 2*(L%4) and 2*(L%4)+1 of every 8-column n-tile: element i of a fragment is
+// row L/4 + 8*(i/2), column 2*(L%4) + i%2.
+#pragma once
+#include "ejk/kernels/common/flash_params.h"
+#include "ejk/kernels/common/mask.h"
+#include "ejk/kernels/cuda/flash_fwd_traits.cuh"
+#include "ejk/kernels/cuda/ptx.cuh"
+
+namespace ejk::cuda {
+
+struct FlashFlags {
+  bool causal = false;
+  bool window = false;
+  bool softcap = false;
+  bool sinks = false;
+  bool bias = false;
+};
+
+// kRowsPerWarp: 0 takes the geometry's default (what keys build); 16/32 for tuning runs.
+template <Elem E, int D, int Br, int Bc, FlashFlags F, int kRowsPerWarp = 0>
+struct FlashFwdSm80Config {
+  static constexpr FlashFwdSm80Geometry kGeometry{D, Br, Bc, kRowsPerWarp};
+  static_assert(E != Elem::f32, "flash_fwd sm80: the CUDA kernels take bf16 or f16 inputs");
+  static_assert(kGeometry.valid(),
+                "flash_fwd sm80: head_dim must be a multiple of 16 in [16, 256], block_q 64 or "
+                "128, block_k a multiple of 16 in [16, 128], shared memory <= 227 KiB");
+  static constexpr Elem kElem = E;
+  static constexpr int kHeadDim = D, kBlockQ = Br, kBlockK = Bc;
+  static constexpr int kThreads = int(kGeometry.threads());
+  static constexpr int kStages = int(FlashFwdSm80Geometry::kStages);
+  static_assert(kStages >= 2, "the pipeline needs at least a double buffer");
+  static constexpr int kMTiles = int(kGeometry.m_tiles_per_warp());  // 16-row tiles per warp
+  static constexpr int kNTiles = Bc / 8;                              // 8-key tiles of S
+  static constexpr int kDTiles = D / 8;                               // 8-column tiles of O
+  static constexpr int kRowPitch = int(kGeometry.row_pitch());
+  static constexpr int kQTileElems = int(kGeometry.q_tile_elems());
+  static constexpr int kKVTileElems = int(kGeometry.kv_tile_elems());
+  static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
+  static constexpr bool kSinks = F.sinks, kBias = F.bias;
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Where block z's sequence lives. Dense: batch z, positions from 0. Varlen: packed tokens
+// [cu[z], cu[z+1]) with no batch stride (b = 0).
+struct SeqSpan {
+  i64 b;            // batch index for the q/k/v/out/lse strides
+  i64 index;        // sequence index for bias and segment ids
+  i64 q_begin, len_q, k_begin, len_k;
+};
+
+__device__ __forceinline__ SeqSpan sequence_span(const FlashFwdParams& p, i64 z) {
+  if (p.cu_seqlens_q != nullptr) {
+    const i64 qb = p.cu_seqlens_q[z], kb = p.cu_seqlens_k[z];
+    return {0, z, qb, p.cu_seqlens_q[z + 1] - qb, kb, p.cu_seqlens_k[z + 1] - kb};
+  }
+  return {z, z, 0, p.seqlen_q, 0, p.seqlen_k};
+}
+
+// The variant's mask: the causal bit comes from the variant, window bounds only when the
+// variant has the window axis (otherwise unbounded whatever params.mask holds).
+template <class C> __device__ __forceinline__ MaskSpec variant_mask(const FlashFwdParams& p) {
+  MaskSpec m;
+  m.causal = C::kCausal;
+  if (C::kWindow) {
+    m.window_left = p.mask.window_left;
+    m.window_right = p.mask.window_right;
+  }
+  return m;
+}
+
+// Half-open range of key tiles a q block can see; empty when no key is visible.
+struct KeyRange {
+  int tile_begin, tile_end;
+};
+
+template <class C>
+__device__ __forceinline__ KeyRange key_range(const MaskSpec& m, i64 q0, i64 len_k) {
+  i64 lo = 0, hi = len_k;
+  if (C::kCausal || C::kWindow) {
+    lo = max_of<i64>(lo, first_visible_key(q0, m));
+    hi = min_of<i64>(hi, last_visible_key(q0 + C::kBlockQ - 1, m) + 1);
+  }
+  const int begin = int(lo / C::kBlockK);
+  return {begin, hi > lo ? int(ceil_div<i64>(hi, C::kBlockK)) : begin};
+}
+
+// Per-thread constants of the rows it owns.
+template <class C> struct TileContext {
+  i32 q_pos[C::kMTiles][2];  // position of each owned row in its sequence
+  i32 q_seg[C::kMTiles][2];  // its segment id (segments only; -1 past the sequence end)
+  const i32* kv_seg;         // this sequence's kv segment ids, or null
+  const u16* bias;           // bias of (sequence, head), row 0 (bias variants)
+  float scale_log2;          // scale * log2(e): plain variants go to log2 units in one multiply
+  float inv_cap;
+};
+
+template <class C>
+__device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, const SeqSpan& seq,
+                                                       i64 h, i64 q0, int warp_row0, int lane) {
+  TileContext<C> c;
+  const bool segments = p.q_segment_ids != nullptr;
+  c.kv_seg = segments ? p.kv_segment_ids + seq.index * p.kv_seg_stride_b : nullptr;
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const i64 q = q0 + warp_row0 + mt * 16 + (lane >> 2) + half * 8;
+      c.q_pos[mt][half] = i32(q);
+      c.q_seg[mt][half] = segments && q < seq.len_q
+                              ? p.q_segment_ids[seq.index * p.q_seg_stride_b + q]
+                              : -1;
+    }
+  c.bias = C::kBias ? static_cast<const u16*>(p.bias) + seq.index * p.bias_stride_b +
+                          h * p.bias_stride_h
+                    : nullptr;
+  c.scale_log2 = p.scale * kLog2e;
+  c.inv_cap = C::kSoftcap ? 1.f / p.softcap : 0.f;
+  return c;
+}
+
+// True unless every (row, key) pair of the tile is visible by position, inside the sequence
+// and free of segment checks: most tiles skip the per-element mask.
+template <class C>
+__device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, const TileContext<C>& c, i64 q0,
+                                                i64 k0, i64 len_k) {
+  if (k0 + C::kBlockK > len_k || c.kv_seg != nullptr) return true;
+  if (!(C::kCausal || C::kWindow)) return false;
+  const i64 q_last = q0 + C::kBlockQ - 1;
+  return !(k0 >= first_visible_key(q_last, m) && k0 + C::kBlockK - 1 <= last_visible_key(q0, m));
+}
+
+// Turns raw dot products into log2-unit logits (mask.h's transform), -inf where masked.
+template <class C, bool kMask>
+__device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
+                                               const FlashFwdParams& p, const TileContext<C>& c,
+                                               const MaskSpec& m, const SeqSpan& seq, i64 k0,
+                                               int lane) {
+  auto tanh_fn = [](float v) { return fast_tanh(v); };
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const i64 q = c.q_pos[mt][i / 2];
+        const i64 k = k0 + nt * 8 + (lane & 3) * 2 + (i & 1);
+        const bool in_seq = q < seq.len_q && k < seq.len_k;
+        float x;
+        if (!C::kBias && !C::kSoftcap) {
+          x = s[mt][nt][i] * c.scale_log2;
+        } else {
+          const float bias = C::kBias && in_seq ? to_f32<C::kElem>(c.bias[q * p.bias_stride_q + k])
+                                                : 0.f;
+          x = kLog2e * transform_logit<C::kBias, C::kSoftcap>(s[mt][nt][i] * p.scale, bias,
+                                                              p.softcap, c.inv_cap, tanh_fn);
+        }
+        if (kMask) {
+          bool visible = k < seq.len_k && position_visible(q, k, m);
+          if (c.kv_seg != nullptr)
+            visible = visible && segment_visible(c.q_seg[mt][i / 2], c.kv_seg[k]);
+          if (!visible) x = neg_inf_f32();
+        }
+        s[mt][nt][i] = x;
+      }
+}
+
+// Online softmax state of one row (per lane: its partial of the row sum).
+struct RowState {
+  float m;          // running max, log2 units; -inf while nothing is visible
+  float l;          // this lane's share of sum exp2(x - m)
+  float out_scale;  // epilogue: multiplier of the O accumulator
+  float lse;        // epilogue: natural-log lse
+};
+
+template <class C> __device__ __forceinline__ void init_rows(RowState (&rows)[C::kMTiles][2]) {
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) rows[mt][half] = {neg_inf_f32(), 0.f, 0.f, 0.f};
+}
+
+// s: log2 logits in, probabilities (relative to the new max) out; O rescaled to that max.
+template <class C>
+__device__ __forceinline__ void online_softmax(float (&s)[C::kMTiles][C::kNTiles][4],
+                                               float (&o)[C::kMTiles][C::kDTiles][4],
+                                               RowState (&rows)[C::kMTiles][2]) {
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = neg_inf_f32();
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+        mx = max_of(mx, max_of(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+      mx = quad_max(mx);
+      RowState& r = rows[mt][half];
+      const float m_new = max_of(r.m, mx);
+      // A row that has seen nothing keeps max -inf; subtracting 0 then maps -inf to p = 0
+      // instead of exp2(-inf - -inf) = NaN.
+      const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;
+      const float alpha = fast_exp2(r.m - m_use);
+      r.m = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const float pj = fast_exp2(s[mt][nt][2 * half + j] - m_use);
+          s[mt][nt][2 * half + j] = pj;
+          sum += pj;
+        }
+      r.l = r.l * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < C::kDTiles; ++dt) {
+        o[mt][dt][2 * half] *= alpha;
+        o[mt][dt][2 * half + 1] *= alpha;
+      }
+    }
+}
+
+// Folds in the sinks (they join the max and the denominator, carry no value), then sets the
+// O multiplier and the lse. No visible key and no sink: out 0, lse -inf.
+template <class C>
+__device__ __forceinline__ void finish_rows(RowState (&rows)[C::kMTiles][2],
+                                            const FlashFwdParams& p, i64 h) {
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      RowState& r = rows[mt][half];
+      float l = quad_sum(r.l), m = r.m, factor = 1.f;
+      if (C::kSinks) {
+        const float* aux = p.softmax_aux + h * p.num_sinks;
+        float m_sink = neg_inf_f32();
+        for (i64 i = 0; i < p.num_sinks; ++i) m_sink = max_of(m_sink, aux[i] * kLog2e);
+        const float m_fin = max_of(m, m_sink);
+        const float m_use = m_fin == neg_inf_f32() ? 0.f : m_fin;
+        factor = fast_exp2(m - m_use);
+        l *= factor;
+        for (i64 i = 0; i < p.num_sinks; ++i) l += fast_exp2(aux[i] * kLog2e - m_use);
+        m = m_fin;
+      }
+      const bool any = l > 0.f;
+      r.out_scale = any ? (p.normalize_output ? factor / l : factor) : 0.f;
+      r.lse = any ? (m + fast_log2(l)) * kLn2 : neg_inf_f32();
+    }
+}
+
+template <class C>
+__device__ __forceinline__ void write_lse(const RowState (&rows)[C::kMTiles][2],
+                                          const FlashFwdParams& p, const SeqSpan& seq, i64 h,
+                                          i64 q0, int warp_row0, int lane) {
+  if ((lane & 3) != 0) return;  // the 4 lanes of a quad agree; one writes
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const i64 q = q0 + warp_row0 + mt * 16 + (lane >> 2) + half * 8;
+      if (q < seq.len_q)
+        p.lse[seq.b * p.lse_stride_b + h * p.lse_stride_h + seq.q_begin + q] = rows[mt][half].lse;
+    }
+}
+
+}  // namespace ejk::cuda

@@ -1,0 +1,188 @@
+// Thin inline-PTX wrappers for the sm_80 tensor-core path: 16-bit element conversion,
+// cp.async, ldmatrix and mma.sync m16n8k16. Inline PTX instead of cuda_bf16.h / cuda_pipeline.h
+// / CuTe keeps NVRTC's cold compile short (no heavy headers to parse) and makes every memory
+// and matrix instruction visible at its call site.
+#pragma once
+#include "ejk/kernels/common/base.h"
+
+namespace ejk::cuda {
+
+// Element types of a variant. The tensor-core kernels take the 16-bit ones, as raw bits, and
+// convert pairs to/from fp32 with the cvt instructions below; f32 exists so that an f32 key
+// fails with a readable static_assert instead of an unknown name.
+enum class Elem { f32, bf16, f16 };
+
+template <Elem E> __device__ __forceinline__ float to_f32(u16 bits);
+template <> __device__ __forceinline__ float to_f32<Elem::bf16>(u16 bits) {
+  return __uint_as_float(static_cast<u32>(bits) << 16);  // bf16 is the top half of an fp32
+}
+template <> __device__ __forceinline__ float to_f32<Elem::f16>(u16 bits) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+}
+
+// Packs (lo, hi) into one 32-bit register, lo in the low half, rounding to nearest even.
+template <Elem E> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<Elem::bf16>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ u32 pack2<Elem::f16>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global -> shared copy that bypasses L1. src_bytes = 0 zero-fills the destination
+// (rows past the sequence end), so no garbage (possibly NaN) enters the matrix products.
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 16-bit matrices; lane L supplies the row address of matrix L / 8.
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// Same, each matrix transposed on the way (row-major V read as the col-major B operand).
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D = A * B + D for one 16x8x16 tile: A row-major (4 regs), B col-major (2 regs), fp32 D.
+template <Elem E>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1);
+template <>
+__device__ __forceinline__ void mma_16816<Elem::bf16>(float (&d)[4], const u32 (&a)[4], u32 b0,
+                                                      u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<Elem::f16>(float (&d)[4], const u32 (&a)[4], u32 b0,
+                                                     u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// Hardware tanh (sm_75+): max relative error ~2^-11, well inside the bf16/fp16 tolerance.
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// --- sm_90a: warpgroup matrix multiply (wgmma) support -------------------------------------
+
+// Shared-memory matrix descriptor for a 128-byte-swizzled tile (the layout every sm90 operand
+// uses here: rows of 64 16-bit elements = 128 B, 16-byte chunks XOR-ed with row % 8, 1024-byte
+// aligned 8-row atoms). lbo/sbo in bytes: leading/stride byte offsets as the PTX ISA defines
+// them for the operand's major-ness.
+__device__ __forceinline__ u64 smem_desc_sw128(u32 addr, u32 lbo_bytes, u32 sbo_bytes) {
+  u64 d = (addr & 0x3FFFFu) >> 4;
+  d |= u64((lbo_bytes >> 4) & 0x3FFFu) << 16;
+  d |= u64((sbo_bytes >> 4) & 0x3FFFu) << 32;
+  d |= u64(1) << 62;  // swizzle mode: 128 B
+  return d;
+}
+// Orders this thread's earlier register writes before the next wgmma reads them.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Makes this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
+// async proxy (wgmma operand reads); each writer fences before the barrier.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// --- sm_90a: warp specialization support -----------------------------------------------------
+
+// mbarrier (shared-memory transaction barrier) at shared address `bar`. A phase completes when
+// `count` arrivals have happened; waiters name the phase by its parity (0 for the first).
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Spins until the phase of parity `parity` has completed (acquire: writes made visible by the
+// arrivals are visible after it).
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "mbar_wait_loop:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra mbar_wait_loop;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// One arrival on `bar` once every cp.async this thread issued so far has landed; the arrival
+// is not pre-counted (.noinc), so the barrier's count includes it.
+__device__ __forceinline__ void cp_async_arrive_noinc(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Named barriers (ids 1..15; 0 is __syncthreads): `count` threads, a multiple of 32, of which
+// some may only arrive (producer side) while the others sync (wait).
+__device__ __forceinline__ void named_bar_sync(u32 id, u32 count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(u32 id, u32 count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// Moves registers between warpgroups of a block (the kernel needs a register cap at entry:
+// __launch_bounds__(threads, 1)); every warp of the warpgroup executes it.
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// Reductions across the 4 lanes of a quad, which hold the same rows of an mma C fragment.
+__device__ __forceinline__ float quad_max(float v) {
+  v = max_of(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return max_of(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+}  // namespace ejk::cuda

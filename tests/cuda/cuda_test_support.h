@@ -1,0 +1,66 @@
+// Shared by the CUDA tests: the spec, template and kernel headers read from the source tree,
+// and rendering a key exactly as the generator and the JIT do (core's render_variant).
+#pragma once
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/nvrtc_compiler.h"
+#include "ejk/core/render_variant.h"
+#include "ejk/core/schema.h"
+
+namespace ejk::test {
+
+// A fresh seed per run; the tests print it so a failure can be replayed.
+inline uint64_t fresh_seed() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+
+// The source tree: $EJK_SOURCE_DIR when set (a test binary run from another checkout, e.g. on
+// the GPU machine), else the one this binary was configured from.
+inline std::string source_dir() {
+  const char* env = std::getenv("EJK_SOURCE_DIR");
+  return env != nullptr && *env != '\0' ? env : EJK_SOURCE_DIR;
+}
+
+inline std::string source_file(const std::string& rel) {
+  std::ifstream in(source_dir() + "/" + rel);
+  if (!in) throw std::runtime_error("cannot read " + rel + " under " + source_dir());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline const OpSchema& flash_schema() {
+  static const OpSchema schema =
+      OpSchema::parse(source_file("specs/flash_attention.yaml"), "specs/flash_attention.yaml");
+  return schema;
+}
+
+// Every header under kernels/ejk/kernels/{common,cuda}, by include path.
+inline const std::vector<std::pair<std::string, std::string>>& cuda_kernel_headers() {
+  static const auto headers = [] {
+    std::vector<std::pair<std::string, std::string>> h;
+    const std::filesystem::path root = std::filesystem::path(source_dir()) / "kernels";
+    for (const char* dir : {"ejk/kernels/common", "ejk/kernels/cuda"})
+      for (const auto& e : std::filesystem::directory_iterator(root / dir))
+        h.emplace_back(std::filesystem::relative(e.path(), root).string(),
+                       source_file("kernels/" + std::filesystem::relative(e.path(), root).string()));
+    return h;
+  }();
+  return headers;
+}
+
+inline cuda::CudaSource cuda_source(const VariantKey& key) {
+  static const std::string tmpl = source_file("templates/flash_fwd.cuda.cu.tmpl");
+  return {to_string(key) + ".cu", render_variant(flash_schema(), key, tmpl, "test"),
+          cuda_kernel_headers()};
+}
+
+}  // namespace ejk::test

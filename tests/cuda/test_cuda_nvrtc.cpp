@@ -1,0 +1,180 @@
+// NVRTC compiles of the CUDA variants, with no GPU: every key of the spec's CUDA AOT set, plus
+// each feature flag on both targets, must compile for its arch, report its resources and not
+// spill. Also the small pure functions of the backend (arch spelling, ptxas report parsing).
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "cuda/cuda_backend.h"
+#include "cuda_test_support.h"
+#include "ejk/core/error.h"
+#include "ejk/core/variant_key.h"
+
+namespace ejk::test {
+namespace {
+
+bool nvrtc_present(std::string* why) { return cuda::NvrtcCompiler::load(why) != nullptr; }
+
+// Compiles keys on all cores (NVRTC is thread-safe per program); returns one line per failure.
+std::vector<std::string> compile_keys(const std::vector<VariantKey>& keys) {
+  const cuda::NvrtcCompiler& nv = cuda::NvrtcCompiler::get();
+  std::vector<std::string> failures(keys.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < keys.size();) {
+      const VariantKey& key = keys[i];
+      try {
+        const cuda::CubinResult r =
+            nv.compile(cuda_source(key), cuda::nvrtc_arch(key.target), symbol_name(key));
+        if (r.cubin.empty()) failures[i] = to_string(key) + ": empty cubin";
+        else if (r.resources.registers <= 0) failures[i] = to_string(key) + ": no register count in the cubin";
+        else if (r.resources.spill_store_bytes > 64)
+          failures[i] = to_string(key) + ": spills " + std::to_string(r.resources.spill_store_bytes) + " bytes";
+      } catch (const std::exception& e) {
+        failures[i] = to_string(key) + ": " + e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  std::vector<std::string> out;
+  for (auto& f : failures)
+    if (!f.empty()) out.push_back(f);
+  return out;
+}
+
+TEST_CASE("every CUDA AOT variant compiles under NVRTC for its arch", "[nvrtc]") {
+  std::string why;
+  if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
+  const std::vector<VariantKey> keys = flash_schema().aot_keys("cuda");
+  REQUIRE(keys.size() >= 8);
+  bool sm80 = false, sm90a = false;
+  for (const VariantKey& k : keys) {
+    sm80 = sm80 || k.target == "sm80";
+    sm90a = sm90a || k.target == "sm90a";
+  }
+  CHECK(sm80);
+  CHECK(sm90a);
+  const std::vector<std::string> failures = compile_keys(keys);
+  for (const std::string& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("each feature flag compiles on sm80 and sm90a", "[nvrtc]") {
+  std::string why;
+  if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
+  std::vector<VariantKey> keys;
+  for (const char* target : {"sm80", "sm90a"}) {
+    VariantKey all = flash_schema().blank_key("cuda", target);
+    all.set_enum("dtype", "bf16");
+    all.set_int("head_dim", 128), all.set_int("block_q", 128), all.set_int("block_k", 64);
+    for (const char* f : {"causal", "window", "softcap", "sinks", "bias"}) all.set_flag(f, true);
+    keys.push_back(all);
+    VariantKey small = flash_schema().blank_key("cuda", target);
+    small.set_enum("dtype", "f16");
+    small.set_int("head_dim", 64), small.set_int("block_q", 64), small.set_int("block_k", 32);
+    small.set_flag("window", true), small.set_flag("sinks", true);
+    keys.push_back(small);
+  }
+  const std::vector<std::string> failures = compile_keys(keys);
+  for (const std::string& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("an f32 CUDA key fails with a message naming the dtype", "[nvrtc]") {
+  std::string why;
+  if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
+  const std::string src = source_file("templates/flash_fwd.cuda.cu.tmpl");
+  cuda::CudaSource s{"f32.cu", src, cuda_kernel_headers()};
+  // Render by hand: the spec (rightly) rejects an f32 CUDA key before it reaches the compiler.
+  const std::pair<const char*, const char*> vars[] = {
+      {"{{banner}}", "// test"}, {"{{key}}", "k"}, {"{{symbol}}", "f32_kernel"},
+      {"{{target}}", "sm80"}, {"{{dtype}}", "f32"}, {"{{head_dim}}", "64"},
+      {"{{block_q}}", "64"}, {"{{block_k}}", "64"}, {"{{causal}}", "false"},
+      {"{{window}}", "false"}, {"{{softcap}}", "false"}, {"{{sinks}}", "false"},
+      {"{{bias}}", "false"}};
+  for (const auto& [k, v] : vars)
+    for (size_t at; (at = s.text.find(k)) != std::string::npos;) s.text.replace(at, strlen(k), v);
+  try {
+    cuda::NvrtcCompiler::get().compile(s, "sm_80", "f32_kernel");
+    FAIL("an f32 variant compiled");
+  } catch (const CompileError& e) {
+    CHECK(std::string(e.what()).find("bf16 or f16") != std::string::npos);
+  }
+}
+
+TEST_CASE("the cubin's register count agrees with the ptxas report", "[nvrtc]") {
+  std::string why;
+  if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
+  VariantKey key = flash_schema().blank_key("cuda", "sm90a");
+  key.set_enum("dtype", "bf16");
+  key.set_int("head_dim", 64), key.set_int("block_q", 64), key.set_int("block_k", 64);
+  key.set_flag("causal", true);
+  const cuda::CubinResult r = cuda::NvrtcCompiler::get().compile(cuda_source(key), "sm_90a", symbol_name(key));
+  const cuda::KernelResources log = cuda::parse_ptxas_report(r.log, symbol_name(key));
+  if (log.registers < 0) SKIP("NVRTC put no ptxas report in this log");
+  CHECK(r.resources.registers == log.registers);
+  CHECK(cuda::cubin_resources(r.cubin, symbol_name(key)).stack_bytes == log.stack_bytes);
+  CHECK(cuda::cubin_resources(r.cubin, "absent_symbol").registers == -1);
+  CHECK_THROWS_AS(cuda::cubin_resources({1, 2, 3}, "x"), InvalidArgument);
+}
+
+TEST_CASE("key targets map to NVRTC arch names", "[cuda]") {
+  CHECK(cuda::nvrtc_arch("sm80") == "sm_80");
+  CHECK(cuda::nvrtc_arch("sm90a") == "sm_90a");
+  CHECK_THROWS_AS(cuda::nvrtc_arch("avx512"), InvalidArgument);
+  CHECK(cuda::target_for_capability(9, 0) == "sm90a");
+  CHECK(cuda::target_for_capability(8, 6) == "sm80");
+  CHECK(cuda::target_for_capability(10, 0) == "sm80");
+  CHECK_THROWS_AS(cuda::target_for_capability(7, 5), BackendUnavailable);
+}
+
+TEST_CASE("the ptxas report is read per entry function", "[cuda]") {
+  const std::string log =
+      "ptxas info    : Compiling entry function 'first' for 'sm_90a'\n"
+      "ptxas info    : Function properties for first\n"
+      "    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 200 registers, used 1 barriers, 1024 bytes smem, 688 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'second' for 'sm_90a'\n"
+      "ptxas info    : Function properties for second\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 96 registers, used 1 barriers, 688 bytes cmem[0]\n";
+  const cuda::KernelResources a = cuda::parse_ptxas_report(log, "first");
+  CHECK(a.registers == 200);
+  CHECK(a.stack_bytes == 8);
+  CHECK(a.spill_store_bytes == 4);
+  CHECK(a.spill_load_bytes == 12);
+  CHECK(a.static_smem_bytes == 1024);
+  const cuda::KernelResources b = cuda::parse_ptxas_report(log, "second");
+  CHECK(b.registers == 96);
+  CHECK(b.static_smem_bytes == 0);
+  CHECK(cuda::parse_ptxas_report(log, "absent").registers == -1);
+}
+
+TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
+  FlashFwdParams p{};
+  p.batch = 3, p.heads_q = 8, p.seqlen_q = 1000;
+  const cuda::LaunchShape a = cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, p);
+  CHECK(a.grid[0] == 8);  // ceil(1000 / 128)
+  CHECK(a.grid[1] == 8);
+  CHECK(a.grid[2] == 3);
+  CHECK(a.block == 256);  // one warp per 16 query rows
+  CHECK(a.smem_bytes == 2 * (128 + 4 * 64) * (128 + 8));  // padded rows
+  // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
+  // warpgroup per 64 rows; swizzled unpadded tiles (Q + 4 stages of K and V here) + alignment
+  // + 136 B of mbarriers.
+  const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p);
+  CHECK(b.block == 384);
+  CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 136);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p).block == 256);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p).smem_bytes ==
+        2 * (128 + 4 * 64) * (96 + 8));  // not a multiple of 64: the sm80 family
+  CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm80", 72, 128, 64, p), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace ejk::test
