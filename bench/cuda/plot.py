@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""TFLOP/s vs sequence length per (head_dim, causal) case: ours (best tile per shape) against
+the peers measured in the same run. Reads a results folder written by bench_issue.sh
+(ours.jsonl, peers.jsonl, optional jax.jsonl) and writes flash_fwd_tflops.png into it.
+
+  python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-22
+"""
+import json, os, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def rows(path):
+    return [json.loads(l) for l in open(path) if l.startswith("{")] if os.path.exists(path) else []
+
+
+def main(folder):
+    best = {}
+    for r in rows(os.path.join(folder, "ours.jsonl")):
+        key = (r["d"], r["causal"], r["s"])
+        best[key] = max(best.get(key, 0.0), r["tflops"])
+    peers = {(r["d"], r["causal"], r["s"]): r for r in rows(os.path.join(folder, "peers.jsonl"))}
+    jax = {}
+    for r in rows(os.path.join(folder, "jax.jsonl")):
+        jax[(128, r["causal"] == "--causal", r["s"])] = r["row"]["fwd_tflops"]
+    cases = sorted({(d, c) for d, c, _ in best})
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8), sharex=True)
+    for ax, (d, causal) in zip(axes.T.flat, cases):
+        ss = sorted(s for dd, cc, s in best if (dd, cc) == (d, causal))
+        ax.plot(ss, [best[(d, causal, s)] for s in ss], "o-", label="ejkernel")
+        for name, label in (("cudnn", "PyTorch SDPA cuDNN"), ("flash2", "PyTorch SDPA FlashAttention-2")):
+            pts = [(s, peers[(d, causal, s)][name]["tflops"]) for s in ss
+                   if (d, causal, s) in peers and "tflops" in peers[(d, causal, s)].get(name, {})]
+            if pts:
+                ax.plot(*zip(*pts), "s--", label=label)
+        jpts = [(s, jax[(d, causal, s)]) for s in ss if (d, causal, s) in jax]
+        if jpts:
+            ax.plot(*zip(*jpts), "^:", label="JAX cuDNN")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"bf16 D={d} {'causal' if causal else 'full'}  (B*S=16k, H*D=2048)")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = os.path.join(folder, "flash_fwd_tflops.png")
+    fig.savefig(out, dpi=90)
+    print(out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
