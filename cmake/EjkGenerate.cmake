@@ -84,8 +84,10 @@ foreach(group IN LISTS EJK_GEN_GROUPS)
   if(EJK_GEN_GROUP_${group}_BACKEND STREQUAL "cpu")
     list(APPEND _ejk_cpu_sources ${EJK_GEN_GROUP_${group}_SOURCES})
     # The target's flags from the spec, then -O3 whatever the build type: these are the kernels.
+    # No exceptions or RTTI, as the JIT compiles them: freestanding kernels use neither, and a
+    # personality reference would be one more weak symbol shared across targets.
     set_source_files_properties(${EJK_GEN_GROUP_${group}_SOURCES} PROPERTIES
-      COMPILE_OPTIONS "${EJK_GEN_GROUP_${group}_FLAGS};-O3")
+      COMPILE_OPTIONS "${EJK_GEN_GROUP_${group}_FLAGS};-O3;-fno-exceptions;-fno-rtti")
   elseif(EJK_GEN_GROUP_${group}_BACKEND STREQUAL "cuda")
     list(APPEND _ejk_cuda_sources ${EJK_GEN_GROUP_${group}_SOURCES})
   endif()
