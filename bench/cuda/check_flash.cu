@@ -50,6 +50,9 @@ std::vector<Variant> check_variants() {
       variant_sm90<Elem::bf16, 192, 128, 64, FlashFlags{.bias = true}>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kCausal, false>(),
       variant_sm90<Elem::f16, 256, 128, 64, kAll>(),
+      // three consumer warpgroups (head_dim 64 only), folded and unfolded scale
+      variant_sm90<Elem::bf16, 64, 192, 128, FlashFlags{.causal = true, .window = true}>(),
+      variant_sm90<Elem::f16, 64, 192, 64, FlashFlags{.causal = true, .softcap = true, .sinks = true}>(),
   };
 }
 
@@ -117,7 +120,9 @@ bool check_case(const Variant& v, Problem pr, std::mt19937_64& rng) {
   pr.head_dim = v.head_dim;
   pr.causal = v.flags.causal, pr.window = v.flags.window, pr.softcap = v.flags.softcap;
   pr.sinks = v.flags.sinks, pr.bias = v.flags.bias;
-  const float scale = 1.f / std::sqrt(float(pr.head_dim));
+  // The unnormalized problem also takes a negative scale: the wgmma family folds the scale
+  // into the exponent only when it is positive, and must fall back otherwise.
+  const float scale = (pr.normalize ? 1.f : -1.f) / std::sqrt(float(pr.head_dim));
   const HostInputs in = make_inputs(pr, rng);
   DeviceRun run;
   fill_params(run, pr, in, scale);

@@ -105,8 +105,9 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
   if (!f.valid)
     throw InvalidArgument("CUDA flash_fwd variant d" + std::to_string(head_dim) + ".bq" +
                           std::to_string(block_q) + ".bk" + std::to_string(block_k) +
-                          ": expected head_dim a multiple of 16 in [16, 256], block_q 64 or 128, "
-                          "block_k a multiple of 16 in [16, 128]");
+                          ": expected head_dim a multiple of 16 in [16, 256], block_q 64 or 128 "
+                          "(or 192 at head_dim 64 on sm90a), block_k a multiple of 16 in "
+                          "[16, 128]");
   // Both families launch one block per (q block, q head, sequence).
   const FlashFwdSm80Geometry grid{head_dim, block_q, block_k};
   LaunchShape s;

@@ -24,8 +24,8 @@ struct FlashFwdSm90Config {
   static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
-                "flash_fwd sm90: head_dim a multiple of 64 up to 256, block_q 64 or 128, "
-                "block_k 64 or 128, shared memory <= 227 KiB");
+                "flash_fwd sm90: head_dim a multiple of 64 up to 256, block_q 64 or 128 (or 192 "
+                "at head_dim 64), block_k 64 or 128, shared memory <= 227 KiB");
   static constexpr Elem kElem = E;
   static constexpr int kHeadDim = D, kBlockQ = Br, kBlockK = Bc;
   static constexpr int kThreads = int(kGeometry.threads());
@@ -40,12 +40,15 @@ struct FlashFwdSm90Config {
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias;
   static constexpr bool kPingPong = kPingPongOpt && kConsumers == 2;
-  // Register split of the 64K-register file at one block per SM (384 threads start at 168):
-  // the producer needs few, the consumers hold S, P and O (head_dim 256: O alone is 128).
-  // 128 * 40 + 256 * 232 and 128 * 24 + 256 * 240 both fit in 65536.
-  static constexpr bool kRegSplit = kConsumers == 2;
-  static constexpr int kProducerRegs = D > 128 ? 24 : 40;
-  static constexpr int kConsumerRegs = D > 128 ? 240 : 232;
+  // Register split of the 64K-register file at one block per SM (384 threads start at 168,
+  // 512 at 128): the producer needs few, the consumers hold S, P and O (head_dim 256: O alone
+  // is 128). 128 * 40 + 256 * 232, 128 * 24 + 256 * 240 and 128 * 32 + 384 * 160 fit in 65536.
+  static constexpr bool kRegSplit = kConsumers >= 2;
+  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : D > 128 ? 24 : 40;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : D > 128 ? 240 : 232;
+  // Plain logits (no bias, no softcap) stay raw dot products until the exponent, where
+  // scale * log2(e) is folded into one FFMA per score (softmax_deferred).
+  static constexpr bool kFoldScale = !F.bias && !F.softcap;
 };
 
 // Byte offset of 16-byte chunk c (along D) of row r in a swizzled tile of `rows` rows.
@@ -139,16 +142,20 @@ __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
 
 // Online softmax of a new S tile without touching O: returns each row's rescale factor, which
 // the caller applies to O once the P V wgmma still accumulating into it has finished.
+// s holds x / exp_scale for log2 logits x (exp_scale > 0: raw dot products with the scale
+// folded in, or 1): the max is taken on s and scaled once per row, and each score costs one
+// FFMA and one ex2. Masked entries are -inf either way.
 template <class C>
 __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
-                                                 RowState (&rows)[1][2], float (&alpha)[2]) {
+                                                 RowState (&rows)[1][2], float (&alpha)[2],
+                                                 float exp_scale) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float mx = neg_inf_f32();
 #pragma unroll
     for (int nt = 0; nt < C::kNTiles; ++nt)
       mx = max_of(mx, max_of(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
-    mx = quad_max(mx);
+    mx = quad_max(mx) * exp_scale;  // -inf stays -inf (exp_scale > 0)
     RowState& r = rows[0][half];
     const float m_new = max_of(r.m, mx);
     const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;  // see online_softmax
@@ -159,7 +166,7 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
     for (int nt = 0; nt < C::kNTiles; ++nt)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const float pj = fast_exp2(s[0][nt][2 * half + j] - m_use);
+        const float pj = fast_exp2(fmaf(s[0][nt][2 * half + j], exp_scale, -m_use));
         s[0][nt][2 * half + j] = pj;
         sum += pj;
       }
@@ -167,8 +174,14 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
   }
 }
 
+// Above head_dim 128 it is skipped (exactly: the factors are 1) when no row of the warp raised
+// its max in this tile, which is most tiles once rows have seen a few: 128 FMULs per thread
+// saved at D=256 (+1-7%, runs 16-17). At D <= 128 the vote and branch cost more than the D / 2
+// FMULs they save (-3% at D=64 and D=128, runs 16-17).
 template <class C>
 __device__ __forceinline__ void rescale_o(float (&o)[1][C::kDTiles][4], const float (&alpha)[2]) {
+  if constexpr (C::kHeadDim > 128)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int dt = 0; dt < C::kDTiles; ++dt)
 #pragma unroll
@@ -287,7 +300,12 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
   const int cwg = warp / 4, warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + cwg * 64 * 128;
   const SeqSpan& seq = blk.seq;
-  const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
+  TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
+  // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
+  // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
+  const bool fold = C::kFoldScale && ctx.scale_log2 > 0.f;
+  const float exp_scale = fold ? ctx.scale_log2 : 1.f;
+  if (fold) ctx.scale_log2 = 1.f;  // masked tiles keep raw values, only the -inf goes in
   RowState rows[1][2];
   init_rows<C>(rows);
   float o[1][C::kDTiles][4];
@@ -309,7 +327,7 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
     if (tile_needs_mask<C>(blk.mask, ctx, blk.q0, k0, seq.len_k))
       logits_to_log2<C, true>(s, p, ctx, blk.mask, seq, k0, lane);
-    else
+    else if (!fold)  // folded plain logits need nothing until the exponent
       logits_to_log2<C, false>(s, p, ctx, blk.mask, seq, k0, lane);
   };
 
@@ -328,7 +346,7 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
     fence_operands<C::kNTiles * 4>(&s[0][0][0]);
     sm90_release(sm.k_empty(0), lane);
     logits_to_log2<C, true>(s, p, ctx, blk.mask, seq, i64(blk.keys.tile_begin) * C::kBlockK, lane);
-    softmax_deferred<C>(s, rows, alpha);
+    softmax_deferred<C>(s, rows, alpha, exp_scale);
     pack_p<C>(pa, s);
     // Steady state: S(t) on the tensor cores, then P(t-1) V(t-1) behind it; the softmax of
     // S(t) runs while P V still accumulates.
@@ -348,7 +366,7 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);
       sm90_release(sm.k_empty(st), lane);
       to_log2(t);
-      softmax_deferred<C>(s, rows, alpha);
+      softmax_deferred<C>(s, rows, alpha, exp_scale);
       wgmma_wait<0>();
       fence_operands<C::kDTiles * 4>(&o[0][0][0]);
       sm90_release(sm.v_empty(pst), lane);

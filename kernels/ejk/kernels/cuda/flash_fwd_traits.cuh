@@ -53,10 +53,11 @@ struct FlashFwdSm80Geometry {
 };
 
 // sm_90a family (wgmma, warp-specialized): one producer warpgroup (cp.async into a 2-4 stage
-// K/V ring, completion on mbarriers) and block_q / 64 consumer warpgroups, each owning 64 query
-// rows: S = Q K^T with both operands in shared memory, O += P V with P from registers. Tiles
-// are stored 128-byte swizzled (no padding): [head_dim / 64 column blocks][rows][64 elements];
-// the O tile is staged in the Q tile's space. The mbarriers sit after the V ring.
+// K/V ring, completion on mbarriers) and block_q / 64 (1-3) consumer warpgroups, each owning
+// 64 query rows: S = Q K^T with both operands in shared memory, O += P V with P from
+// registers. Tiles are stored 128-byte swizzled (no padding): [head_dim / 64 column
+// blocks][rows][64 elements]; the O tile is staged in the Q tile's space. The mbarriers sit
+// after the V ring.
 struct FlashFwdSm90Geometry {
   i64 head_dim, block_q, block_k;
   i64 stages_override = 0;  // 0: the default below (what keys build)
@@ -84,7 +85,10 @@ struct FlashFwdSm90Geometry {
   }
   constexpr i64 smem_bytes() const { return smem_bytes_for(stages()); }
   constexpr bool valid() const {
-    return head_dim % 64 == 0 && head_dim <= 256 && (block_q == 64 || block_q == 128) &&
+    // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per
+    // loaded byte) only at head_dim 64, where 160 registers per consumer hold S, P and O.
+    return head_dim % 64 == 0 && head_dim <= 256 &&
+           (block_q == 64 || block_q == 128 || (block_q == 192 && head_dim == 64)) &&
            (block_k == 64 || block_k == 128) && stages() >= 2 && stages() <= kMaxStages &&
            smem_bytes() <= kMaxSmemSm90;
   }
