@@ -30,13 +30,14 @@ bool host_has(std::string_view feature) {
       {"avx512f", __builtin_cpu_supports("avx512f")},   {"avx512bw", __builtin_cpu_supports("avx512bw")},
       {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512dq", __builtin_cpu_supports("avx512dq")},
       {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
+      {"amx-tile", __builtin_cpu_supports("amx-tile")}, {"amx-bf16", __builtin_cpu_supports("amx-bf16")},
       {"avx2", __builtin_cpu_supports("avx2")},         {"fma", __builtin_cpu_supports("fma")},
       {"f16c", __builtin_cpu_supports("f16c")},         {"sse4.2", __builtin_cpu_supports("sse4.2")},
   };
   auto it = kHost.find(feature);
   if (it == kHost.end())
     throw InvalidArgument(fmt::format("spec names CPU feature '{}', which this runtime cannot test "
-                                      "(known: avx512f/bw/vl/dq/bf16, avx2, fma, f16c, sse4.2)", feature));
+                                      "(known: avx512f/bw/vl/dq/bf16, amx-tile, amx-bf16, avx2, fma, f16c, sse4.2)", feature));
   return it->second;
 }
 

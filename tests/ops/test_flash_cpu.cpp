@@ -53,6 +53,8 @@ bool host_supports(const std::string& target) {
   __builtin_cpu_init();
   if (target == "avx512") return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (target == "amx") return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+                              __builtin_cpu_supports("avx512bf16") && host_supports("avx512");
   if (target == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return true;
 }

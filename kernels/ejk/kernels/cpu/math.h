@@ -45,6 +45,32 @@ template <class F> EJK_HD F exp_approx(F x) {
   return x < splat<F>(kExpZeroBelow) ? splat<F>(0.0f) : result;
 }
 
+#if defined(__AVX512F__)
+// The same e^x with AVX-512's own rounding (vrndscaleps) and 2^n scaling (vscalefps): four
+// instructions fewer per vector, and the softmax calls this once per score.
+template <> EJK_HD vf exp_approx<vf>(vf x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;
+  constexpr float kLn2Lo = 1.42860682030941723e-6f;
+  constexpr int kRoundNearest = 0x08;  // imm8: round to nearest even, suppress exceptions
+  constexpr unsigned short kAll = 0xffff;
+  constexpr int kCurrentRounding = 4;
+  vf xc = x < splat<vf>(kExpZeroBelow) ? splat<vf>(kExpZeroBelow) : x;
+  xc = xc > splat<vf>(kExpMaxArg) ? splat<vf>(kExpMaxArg) : xc;
+  const vf n = __builtin_ia32_rndscaleps_mask(xc * kLog2e, kRoundNearest, xc, kAll, kCurrentRounding);
+  vf r = xc - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  vf p = splat<vf>(1.38796854e-3f);
+  p = p * r + 8.36869422e-3f;
+  p = p * r + 4.16672267e-2f;
+  p = p * r + 1.66665211e-1f;
+  p = p * r + 4.99999970e-1f;
+  const vf er = (p * (r * r) + r) + 1.0f;
+  const vf result = __builtin_ia32_scalefps512_mask(er, n, er, kAll, kCurrentRounding);
+  return x < splat<vf>(kExpZeroBelow) ? splat<vf>(0.0f) : result;
+}
+#endif
+
 // tanh(x): odd polynomial near 0 (where 1 - 2/(e^2a + 1) would cancel), that formula beyond.
 template <class F> EJK_HD F tanh_approx(F x) {
   using I = typename IntOf<F>::type;

@@ -76,6 +76,11 @@ EJK_HD void transform_logits(float* st, int kn, int rows, const Elem<K>* bias, i
   }
 }
 
+// st *= scale for the first kn rows (engines whose product cannot pre-scale Q).
+template <int kRows> EJK_HD void scale_scores(float* st, int kn, float scale) {
+  for (int i = 0; i < kn * kRows; i += kVecWidth) vstore(st + i, vload(st + i) * scale);
+}
+
 // Sets st[j][i] = -inf where mask.h's segment_visible says the pair is not visible.
 template <int kRows>
 EJK_HD void mask_segments(float* st, int kn, int rows, const i32* q_seg, const i32* kv_seg) {
@@ -84,13 +89,33 @@ EJK_HD void mask_segments(float* st, int kn, int rows, const i32* q_seg, const i
       if (!segment_visible(q_seg[i], kv_seg[j])) st[j * kRows + i] = neg_inf_f32();
 }
 
-// One kv block [k0, k0 + kn): masks positions outside each row's range (when mask_positions),
-// updates m and l, turns st into the probabilities p = exp(s - m) and records alpha, the
-// factor exp(m_old - m_new) for the output rows.
-template <int kRows>
+// The last pass of the softmax as a policy: turns the raw scores of one vector of queries
+// (column v of st, kn keys) into probabilities p = exp(s * scale - m) and returns their sum.
+// This one writes them back in place (FMA engine); the AMX engine's packs bf16 tiles.
+template <int kRows> struct InPlaceProbabilities {
+  float* st;
+  EJK_HD vf operator()(int v, int kn, vf scale, vf m) const {
+    float* col = st + v * kVecWidth;
+    vf sum = vf{};
+    for (int j = 0; j < kn; ++j) {
+      const vf p = exp_approx(vload(col + j * kRows) * scale - m);
+      vstore(col + j * kRows, p);
+      sum += p;
+    }
+    return sum;
+  }
+};
+
+// One kv block [k0, k0 + kn) of raw scores st (logit = scale * st, scale > 0, so the row max of
+// st gives the row max of the logits): masks positions outside each row's range (when
+// mask_positions), updates m and l (in logit units), lets `probabilities` turn the scores into
+// p = exp(logit - m) and records alpha, the factor exp(m_old - m_new) for the output rows.
+template <int kRows, class Probabilities>
 EJK_HD void softmax_block(SoftmaxState<kRows>& state, float* st, int kn, i64 k0,
-                          bool mask_positions, const RowRanges<kRows>& ranges) {
+                          bool mask_positions, const RowRanges<kRows>& ranges, float scale,
+                          const Probabilities& probabilities) {
   const vf neg_inf = splat<vf>(neg_inf_f32());
+  const vf scale_v = splat<vf>(scale);
   for (int v = 0; v < SoftmaxState<kRows>::kVecs; ++v) {
     float* col = st + v * kVecWidth;
     vf block_max = neg_inf;
@@ -99,23 +124,18 @@ EJK_HD void softmax_block(SoftmaxState<kRows>& state, float* st, int kn, i64 k0,
       for (int j = 0; j < kn; ++j) {
         const vi key = vi{} + (i32)(k0 + j);
         vf s = vload(col + j * kRows);
-        s = (key >= lo) & (key <= hi) ? s : neg_inf;
+        s = ((key >= lo) & (key <= hi)) ? s : neg_inf;
         vstore(col + j * kRows, s);
         block_max = vmax(block_max, s);
       }
     } else {
       for (int j = 0; j < kn; ++j) block_max = vmax(block_max, vload(col + j * kRows));
     }
-    const vf m_new = vmax(state.m[v], block_max);
+    const vf m_new = vmax(state.m[v], block_max * scale_v);
     // Rows that have seen nothing keep m = -inf; subtracting 0 instead avoids -inf - -inf.
     const vf m_use = m_new == neg_inf ? vf{} : m_new;
     const vf alpha = exp_approx(state.m[v] - m_use);
-    vf sum = vf{};
-    for (int j = 0; j < kn; ++j) {
-      const vf p = exp_approx(vload(col + j * kRows) - m_use);
-      vstore(col + j * kRows, p);
-      sum += p;
-    }
+    const vf sum = probabilities(v, kn, scale_v, m_use);
     state.l[v] = state.l[v] * alpha + sum;
     state.m[v] = m_new;
     vstore(state.alpha + v * kVecWidth, alpha);

@@ -35,37 +35,8 @@ struct TileInit {
   const float* row_scale;  // [R] when accumulating
 };
 
-// Software prefetch of the rows of the next kv block into L2, one cache line per step of a
-// product's depth loop, so the lines arrive while the FMA units are busy. K and V rows are
-// heads * head_dim elements apart (pages apart), which the hardware prefetchers do not follow.
-struct RowPrefetcher {
-  static constexpr int kLine = 64;
-  const char* row = nullptr;  // row being prefetched
-  i64 stride = 0;             // bytes between rows
-  int lines_per_row = 0;
-  int rows_left = 0;
-  int line = 0;
-
-  EJK_HD void step() {
-    if (rows_left <= 0) return;
-    __builtin_prefetch(row + line * kLine, /*read*/ 0, /*into L2*/ 2);
-    if (++line == lines_per_row) {
-      line = 0;
-      row += stride;
-      --rows_left;
-    }
-  }
-};
-
-// Interleaves two row streams (the next K block and the next V block).
-struct BlockPrefetcher {
-  RowPrefetcher k, v;
-  EJK_HD void step() {
-    k.step();
-    v.step();
-  }
-};
-
+// Prefetch is any type with step(): the tiles call it once per step of their depth loop, so a
+// caller can spread software prefetches over a product (see BlockPrefetcher in task.h).
 struct NoPrefetch {
   EJK_HD void step() {}
 };
