@@ -78,12 +78,12 @@ TEST_CASE("spec: the example key round-trips and names its symbol", "[spec]") {
 
 TEST_CASE("spec: the default CPU AOT set is small and every key round-trips", "[spec]") {
   const auto keys = spec().aot_keys("cpu");
-  CHECK(keys.size() == 16);  // {avx512, avx2} x {f32, bf16} x {d64, d128} x causal on/off
+  CHECK(keys.size() == 24);  // {amx, avx512, avx2} x {f32, bf16} x {d64, d128} x causal on/off
   for (const VariantKey& k : keys) {
     INFO(ejk::to_string(k));
     CHECK(spec().parse_key(ejk::to_string(k)) == k);
     CHECK_NOTHROW(spec().validate(k));
-    CHECK((k.target == "avx512" || k.target == "avx2"));
+    CHECK((k.target == "amx" || k.target == "avx512" || k.target == "avx2"));
     CHECK(k.get_int("block_q") == 64);
     CHECK_FALSE(k.get_flag("window"));
   }
