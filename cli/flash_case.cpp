@@ -130,6 +130,24 @@ FlashAttentionInputs FlashCase::inputs() const {
   return in;
 }
 
+FlashAttentionInputs FlashCase::inputs_on(Device device, std::vector<Tensor>& keep) const {
+  FlashAttentionInputs in = inputs();
+  if (device.kind == DeviceKind::cpu) return in;
+  auto move = [&](TensorView& v, const Tensor& t) {
+    keep.push_back(t.to(device));
+    v = keep.back().view();
+  };
+  move(in.q, q);
+  move(in.k, k);
+  move(in.v, v);
+  if (bias) move(*in.bias, bias);
+  if (q_segment_ids) move(*in.q_segment_ids, q_segment_ids);
+  if (kv_segment_ids) move(*in.kv_segment_ids, kv_segment_ids);
+  if (cum_seqlens_q) move(*in.cum_seqlens_q, cum_seqlens_q);
+  if (cum_seqlens_k) move(*in.cum_seqlens_k, cum_seqlens_k);
+  return in;
+}
+
 FlashAttentionOptions FlashCase::options(Backend backend, int64_t block_q, int64_t block_k) const {
   FlashAttentionOptions o;
   o.softmax_scale = spec.scale;

@@ -30,6 +30,9 @@ struct FlashCase {
   Tensor q_values, k_values, v_values, bias_values;
 
   FlashAttentionInputs inputs() const;
+  // The same inputs copied to `device` (the host tensors themselves for the CPU); the copies
+  // own the memory the views point to and are appended to `keep`, which must outlive them.
+  FlashAttentionInputs inputs_on(Device device, std::vector<Tensor>& keep) const;
   FlashAttentionOptions options(Backend backend, int64_t block_q, int64_t block_k) const;
   // Visible (query, key) pairs under the position mask, for FLOP counts.
   double visible_pairs() const;

@@ -88,28 +88,6 @@ Device pick_device(Backend backend, DType dtype, std::string& fallback) {
   return Device{};
 }
 
-// The case's tensors on the run's device (the host tensors themselves for the CPU).
-struct DeviceInputs {
-  std::vector<Tensor> keep;  // device copies, alive as long as the views
-  FlashAttentionInputs inputs;
-  DeviceInputs(const FlashCase& c, Device d) {
-    inputs = c.inputs();
-    if (d.kind == DeviceKind::cpu) return;
-    auto move = [&](TensorView& v, const Tensor& t) {
-      keep.push_back(t.to(d));
-      v = keep.back().view();
-    };
-    move(inputs.q, c.q);
-    move(inputs.k, c.k);
-    move(inputs.v, c.v);
-    if (c.bias) move(*inputs.bias, c.bias);
-    if (c.q_segment_ids) move(*inputs.q_segment_ids, c.q_segment_ids);
-    if (c.kv_segment_ids) move(*inputs.kv_segment_ids, c.kv_segment_ids);
-    if (c.cum_seqlens_q) move(*inputs.cum_seqlens_q, c.cum_seqlens_q);
-    if (c.cum_seqlens_k) move(*inputs.cum_seqlens_k, c.cum_seqlens_k);
-  }
-};
-
 void run_flash(RunArgs a) {
   if (a.op != "flash_attention")
     throw InvalidArgument(fmt::format("run: unknown op '{}', expected flash_attention", a.op));
@@ -127,8 +105,8 @@ void run_flash(RunArgs a) {
   std::string fallback;
   Device device = pick_device(parse_backend(a.backend), c.spec.dtype, fallback);
   FlashAttentionOptions opt = c.options(parse_backend(a.backend), a.block_q, a.block_k);
-  DeviceInputs dev_in(c, device);
-  const FlashAttentionInputs& in = dev_in.inputs;
+  std::vector<Tensor> device_copies;
+  const FlashAttentionInputs in = c.inputs_on(device, device_copies);
 
   FlashAttentionResult r;
   {

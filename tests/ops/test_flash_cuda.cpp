@@ -17,16 +17,7 @@ namespace {
 std::pair<Tensor, Tensor> run_on_cuda(const cli::FlashCase& c, const FlashAttentionOptions& opt, RunInfo& info) {
   Device gpu{DeviceKind::cuda, 0};
   std::vector<Tensor> keep;
-  FlashAttentionInputs in = c.inputs();
-  auto move = [&](TensorView& v, const Tensor& t) { keep.push_back(t.to(gpu)); v = keep.back().view(); };
-  move(in.q, c.q);
-  move(in.k, c.k);
-  move(in.v, c.v);
-  if (c.bias) move(*in.bias, c.bias);
-  if (c.q_segment_ids) move(*in.q_segment_ids, c.q_segment_ids);
-  if (c.kv_segment_ids) move(*in.kv_segment_ids, c.kv_segment_ids);
-  if (c.cum_seqlens_q) move(*in.cum_seqlens_q, c.cum_seqlens_q);
-  if (c.cum_seqlens_k) move(*in.cum_seqlens_k, c.cum_seqlens_k);
+  FlashAttentionInputs in = c.inputs_on(gpu, keep);
   std::vector<int64_t> lse_shape = c.cum_seqlens_q ? std::vector<int64_t>{1, c.spec.hq, c.spec.sq}
                                                    : std::vector<int64_t>{c.spec.b, c.spec.hq, c.spec.sq};
   Tensor out = Tensor::empty(c.q.shape(), c.q.dtype());
