@@ -130,6 +130,11 @@ std::vector<Case> cases() {
       })),
       make<bf16, 128, kPlain>(shape("S 2048", 1, 2, 2, 2048, 2048)),
       make<bf16, 128, kCausal, 128, 64>(shape("causal S 1000", 1, 2, 1, 1000, 1000)),
+      // Large logits: the reference max moves often (window flushes and rescales).
+      make<bf16, 128, kPlain, 128, 64>(with(shape("large logits unnormalized", 1, 2, 2, 300, 1500),
+                                            [](Problem& p) { p.logit_scale = 6, p.normalize = false; })),
+      make<f32, 128, kCausal, 128, 64>(with(shape("large logits unnormalized", 1, 2, 2, 300, 1500),
+                                            [](Problem& p) { p.logit_scale = 6, p.normalize = false; })),
       make<bf16, 64, kSinks, 32, 32>(with(shape("sinks unnormalized", 2, 2, 2, 77, 61),
                                           [](Problem& p) { p.normalize = false; })),
       make<bf16, 128, kBias, 64, 128>(with(shape("bias bcast h, Sq 33 Sk 300", 2, 2, 2, 33, 300),

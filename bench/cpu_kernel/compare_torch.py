@@ -55,6 +55,9 @@ class Timing:
         self.best, self.best_any, self.quiet, self.samples = math.inf, math.inf, 0, 0
 
     def sample(self):
+        # Torch's OpenMP workers keep spinning for a while after a parallel region; a pause
+        # lets them block so that they do not compete with the next timer's threads.
+        time.sleep(0.5)
         ms, quiet = quiet_sample(self.fn, self.calls)
         self.samples += 1
         self.best_any = min(self.best_any, ms)

@@ -2,12 +2,16 @@
 // (scores transposed, S^T[key][query], so the softmax of task.h is shared), with bf16 tile
 // products accumulating in float32:
 //     S^T (BK x BQ)  = K (BK x D, packed rows) . Q^T (VNNI pairs of d, packed once per task)
-//     O   (BQ x D)  += P (BQ x BK, bf16, transposed back from S^T) . V (VNNI pairs of keys)
+//     O   (BQ x D)  += P (BQ x keys, bf16) . V (VNNI pairs of keys)
 // The products are blocked 2 x 2 on the 8 tile registers: tmm0-3 accumulate, tmm4-5 hold the
 // left operand, tmm6-7 the right one.
 //
-// (On Sapphire/Emerald Rapids the tile unit does not run beside AVX-512 work: interleaving a
-// block's P.V with the next softmax gained nothing, so the phases simply follow each other.)
+// O lives in memory (16 tiles at 128 x 128), so each P.V pass loads and stores it. To load it
+// less often, P and V of several kv blocks collect in a window and P.V runs over the whole
+// window; the softmax's reference max moves only when a block's max exceeds it by more than
+// kRescaleThreshold, so blocks of one window share it. When it does move, the window so far is
+// flushed and O rescaled. (On Sapphire/Emerald Rapids the tile unit does not run beside
+// AVX-512 work, so the phases simply follow each other.)
 #pragma once
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/flash_params.h"
@@ -27,12 +31,20 @@ template <class Cfg> struct AmxEngine {
   static constexpr bool kSupported =
       Cfg::elem == ElemKind::bf16 && D % 32 == 0 && BQ % 32 == 0 && BK % 32 == 0;
 
-  alignas(64) u16 qv[D * BQ];     // Q^T as VNNI pairs of d           (D/2, BQ, 2) bf16
-  alignas(64) u16 kb[BK * D];     // K block, zero rows to the tile edge (BK, D) bf16
-  alignas(64) u16 vv[BK * D];     // V block as VNNI pairs of keys    (BK/2, D, 2) bf16
-  alignas(64) float st[BK * BQ];  // scores                           (BK, BQ)
-  alignas(64) u16 pb[BQ * BK];    // probabilities                    (BQ, BK) bf16
-  alignas(64) float o[BQ * D];    // output accumulator               (BQ, D)
+  // P.V runs over up to kWindowKeys keys at a time (whole blocks). 128 keys won on this CPU:
+  // larger windows halve o's traffic again but no longer fit P and V in L1.
+  static constexpr int kWindowKeys = BK > 128 ? BK : 128 / BK * BK;
+  static constexpr int kWindowChunks = kWindowKeys / 32;
+  // p = exp(logit - m) stays below e^8 between moves of m: no precision lost in bf16 or f32.
+  static constexpr float kRescaleThreshold = 8.0f;
+
+  alignas(64) u16 qv[D * BQ];           // Q^T as VNNI pairs of d       (D/2, BQ, 2) bf16
+  alignas(64) u16 kb[BK * D];           // K block, zero rows to the tile edge (BK, D) bf16
+  alignas(64) u16 vv[kWindowKeys * D];  // V window as VNNI pairs of keys (keys/2, D, 2) bf16
+  alignas(64) float st[BK * BQ];        // scores                       (BK, BQ)
+  alignas(64) u16 pb[BQ * kWindowKeys]; // P window                     (BQ, keys) bf16
+  alignas(64) float o[BQ * D];          // output accumulator           (BQ, D)
+  int window_begin, window_end;         // 32-key chunks of the window not yet in o
 
   EJK_HD static void begin_range() { amx::configure(); }
   EJK_HD static void end_range() { amx::release(); }
@@ -40,24 +52,37 @@ template <class Cfg> struct AmxEngine {
   EJK_HD void begin_task(const FlashFwdParams& p, const TaskGeometry& g) {
     pack_q(static_cast<const u16*>(p.q) + g.q_off, p.q_stride_s, g.rows);
     for (int i = 0; i < BQ * D; ++i) o[i] = 0.0f;
+    window_begin = window_end = 0;
   }
 
   EJK_HD void process_block(const FlashFwdParams& p, const TaskGeometry& g, TaskState<Cfg>& ts,
                             const KvBlock& blk) {
     const int chunks = (blk.kn + 31) / 32;  // 32-key chunks that hold the block's keys
+    if (window_end + chunks > kWindowChunks) {
+      accumulate_output(window_begin, window_end);
+      window_begin = window_end = 0;
+    }
     // K is copied even when whole tiles could read it in place: tile loads of rows that are
     // pages apart stall, the copy streams (and pads a ragged end with zeros).
     pack_k(static_cast<const u16*>(p.k) + g.k_off + blk.k0 * p.k_stride_s, p.k_stride_s, blk.kn,
            chunks * 32);
     pack_v(static_cast<const u16*>(p.v) + g.v_off + blk.k0 * p.v_stride_s, p.v_stride_s, blk.kn,
-           chunks * 16);
+           window_end * 16, chunks * 16);
     BlockPrefetcher next = block_prefetcher<Cfg>(p, g, blk.k0 + BK, blk.next_kn);
     scores(chunks * 2, next);
-    // The softmax writes P straight into pb (PackProbabilities), before the (usually few)
-    // rescaled rows of o are written, so pb's stores have drained when the tiles load it.
-    scores_to_probabilities<Cfg, /*kScale=*/true>(p, g, ts, st, blk, PackProbabilities{this});
-    rescale_output(ts.softmax.alpha);
-    accumulate_output(chunks);
+    const bool rescale = scores_to_probabilities<Cfg, /*kScale=*/true>(
+        p, g, ts, st, blk, kRescaleThreshold, PackProbabilities{this, window_end * 32});
+    if (rescale) {  // the window so far belongs to the old reference max
+      accumulate_output(window_begin, window_end);
+      rescale_output(ts.softmax.alpha);
+      window_begin = window_end;
+    }
+    window_end += chunks;
+  }
+
+  EJK_HD void finish_task() {
+    accumulate_output(window_begin, window_end);
+    window_begin = window_end = 0;
   }
 
   EJK_HD const float* out_row(int i) const { return o + i * D; }
@@ -85,8 +110,8 @@ template <class Cfg> struct AmxEngine {
       for (int d = 0; d < D; ++d) kb[j * D + d] = 0;
   }
 
-  // vv[t][d] = (v[2t][d], v[2t+1][d]) for t < pairs; keys past kn are zero.
-  EJK_HD void pack_v(const u16* v, i64 v_stride, int kn, int pairs) {
+  // vv[first_pair + t][d] = (v[2t][d], v[2t+1][d]) for t < pairs; keys past kn are zero.
+  EJK_HD void pack_v(const u16* v, i64 v_stride, int kn, int first_pair, int pairs) {
     for (int t = 0; t < pairs; ++t) {
       const int j = 2 * t;
       for (int d0 = 0; d0 < D; d0 += 16) {
@@ -94,7 +119,7 @@ template <class Cfg> struct AmxEngine {
         if (j < kn) __builtin_memcpy(&a, v + j * v_stride + d0, sizeof a);
         if (j + 1 < kn) __builtin_memcpy(&b, v + (j + 1) * v_stride + d0, sizeof b);
         const amx::v32u16 pair = amx::interleave_bf16(a, b);
-        __builtin_memcpy(vv + (t * D + d0) * 2, &pair, sizeof pair);
+        __builtin_memcpy(vv + ((first_pair + t) * D + d0) * 2, &pair, sizeof pair);
       }
     }
   }
@@ -138,34 +163,40 @@ template <class Cfg> struct AmxEngine {
     }
   }
 
-  // The softmax's last pass for AMX: p = exp(s * scale - m) of one 16-query vector, written
-  // as bf16 to pb[i][j] 32 keys at a time (key pairs packed into 32-bit lanes, the 16 x 16
-  // block of pairs transposed). Keys past kn, up to the chunk's end, get p = 0.
+  // The softmax's last pass for AMX: p = exp(s * scale - m) of one 16-query vector (to the
+  // ~1e-5 of exp_for_bf16: p is rounded to bf16 right after, and l sums the same p), written
+  // as bf16 to pb[i][first_key + j] 32 keys at a time (key pairs packed into 32-bit lanes, the
+  // 16 x 16 block of pairs transposed). Keys past kn, up to the chunk's end, get p = 0.
   struct PackProbabilities {
     AmxEngine* e;
+    int first_key;
     EJK_HD vf operator()(int v, int kn, vf scale, vf m) const {
       const float* col = e->st + v * T;
-      u32* out = reinterpret_cast<u32*>(e->pb) + v * T * (BK / 2);
+      u32* out = reinterpret_cast<u32*>(e->pb) + v * T * (kWindowKeys / 2) + first_key / 2;
       vf sum = vf{};
       for (int j0 = 0; j0 < kn; j0 += 32) {
         amx::v16u r[16];
         for (int t = 0; t < 16; ++t) {
           const int j = j0 + 2 * t;
-          const vf lo = j < kn ? exp_approx(vload(col + j * BQ) * scale - m) : vf{};
-          const vf hi = j + 1 < kn ? exp_approx(vload(col + (j + 1) * BQ) * scale - m) : vf{};
+          const vf lo = j < kn ? exp_for_bf16(vload(col + j * BQ) * scale - m) : vf{};
+          const vf hi = j + 1 < kn ? exp_for_bf16(vload(col + (j + 1) * BQ) * scale - m) : vf{};
           sum += lo + hi;
           r[t] = amx::bf16_pairs(lo, hi);
         }
         amx::transpose16(r);
-        for (int i = 0; i < 16; ++i) __builtin_memcpy(out + i * (BK / 2) + j0 / 2, &r[i], 64);
+        for (int i = 0; i < 16; ++i)
+          __builtin_memcpy(out + i * (kWindowKeys / 2) + j0 / 2, &r[i], 64);
       }
       return sum;
     }
   };
 
-  // o += P . V over the block's 32-key chunks.
-  EJK_HD void accumulate_output(int chunks) {
-    constexpr i64 kO = D * sizeof(float), kP = BK * sizeof(u16), kV = D * 2 * sizeof(u16);
+  // o += P . V over the window's 32-key chunks [c0, c1): each o tile is loaded and stored
+  // once for the whole range.
+  EJK_HD void accumulate_output(int c0, int c1) {
+    if (c0 == c1) return;
+    constexpr i64 kO = D * sizeof(float), kP = kWindowKeys * sizeof(u16),
+                  kV = D * 2 * sizeof(u16);
     for (int qt = 0; qt < BQ / T; qt += 2)
       for (int dt = 0; dt < D / T; dt += 2) {
         float* o00 = o + qt * T * D + dt * T;
@@ -173,9 +204,9 @@ template <class Cfg> struct AmxEngine {
         amx::load<1>(o00 + T, kO);
         amx::load<2>(o00 + T * D, kO);
         amx::load<3>(o00 + T * D + T, kO);
-        for (int c = 0; c < chunks; ++c) {
-          amx::load<4>(pb + qt * T * BK + c * 32, kP);
-          amx::load<5>(pb + (qt + 1) * T * BK + c * 32, kP);
+        for (int c = c0; c < c1; ++c) {
+          amx::load<4>(pb + qt * T * kWindowKeys + c * 32, kP);
+          amx::load<5>(pb + (qt + 1) * T * kWindowKeys + c * 32, kP);
           amx::load<6>(vv + (c * T * D + dt * T) * 2, kV);
           amx::load<7>(vv + (c * T * D + (dt + 1) * T) * 2, kV);
           amx::dot_bf16<0, 4, 6>();

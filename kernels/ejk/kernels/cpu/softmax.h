@@ -18,15 +18,20 @@ EJK_HD vi vload_i32(const i32* p) {
 }
 
 // Running softmax statistics of kRows queries, kept as vectors of queries.
+// m is the reference the probabilities are taken against: with a rescale threshold tau it
+// only moves when a block's max exceeds it by more than tau, so p = exp(logit - m) stays below
+// e^tau and the output rows need no rescaling most of the time. out = O / l and
+// lse = m + log(l) hold for any such m.
 template <int kRows> struct SoftmaxState {
   static constexpr int kVecs = kRows / kVecWidth;
-  vf m[kVecs];   // running max of the visible logits (-inf: none seen yet)
-  vf l[kVecs];   // running sum of exp(logit - m)
+  vf m[kVecs];     // reference max of the visible logits (-inf: none seen yet)
+  vf l[kVecs];     // running sum of exp(logit - m)
+  vf seen[kVecs];  // true max of the visible logits (the unnormalized output is relative to it)
   float alpha[kRows];  // factor the output rows must be scaled by before adding this block
 
   EJK_HD void reset() {
     for (int v = 0; v < kVecs; ++v) {
-      m[v] = splat<vf>(neg_inf_f32());
+      m[v] = seen[v] = splat<vf>(neg_inf_f32());
       l[v] = vf{};
     }
   }
@@ -108,14 +113,18 @@ template <int kRows> struct InPlaceProbabilities {
 
 // One kv block [k0, k0 + kn) of raw scores st (logit = scale * st, scale > 0, so the row max of
 // st gives the row max of the logits): masks positions outside each row's range (when
-// mask_positions), updates m and l (in logit units), lets `probabilities` turn the scores into
-// p = exp(logit - m) and records alpha, the factor exp(m_old - m_new) for the output rows.
+// mask_positions), updates m (when the block's max exceeds it by more than rescale_threshold)
+// and l, lets `probabilities` turn the scores into p = exp(logit - m) and records alpha, the
+// factor exp(m_old - m_new) for the output rows (exactly 1 where m did not move or the row had
+// seen nothing). Returns whether any alpha differs from 1.
 template <int kRows, class Probabilities>
-EJK_HD void softmax_block(SoftmaxState<kRows>& state, float* st, int kn, i64 k0,
+EJK_HD bool softmax_block(SoftmaxState<kRows>& state, float* st, int kn, i64 k0,
                           bool mask_positions, const RowRanges<kRows>& ranges, float scale,
-                          const Probabilities& probabilities) {
+                          float rescale_threshold, const Probabilities& probabilities) {
   const vf neg_inf = splat<vf>(neg_inf_f32());
   const vf scale_v = splat<vf>(scale);
+  const vf one = splat<vf>(1.0f);
+  vf moved = vf{};
   for (int v = 0; v < SoftmaxState<kRows>::kVecs; ++v) {
     float* col = st + v * kVecWidth;
     vf block_max = neg_inf;
@@ -131,15 +140,20 @@ EJK_HD void softmax_block(SoftmaxState<kRows>& state, float* st, int kn, i64 k0,
     } else {
       for (int j = 0; j < kn; ++j) block_max = vmax(block_max, vload(col + j * kRows));
     }
-    const vf m_new = vmax(state.m[v], block_max * scale_v);
+    const vf m_old = state.m[v], logit_max = block_max * scale_v;
+    const vf m_new = logit_max > m_old + rescale_threshold ? logit_max : m_old;
     // Rows that have seen nothing keep m = -inf; subtracting 0 instead avoids -inf - -inf.
     const vf m_use = m_new == neg_inf ? vf{} : m_new;
-    const vf alpha = exp_approx(state.m[v] - m_use);
+    // Nothing accumulated yet (m_old = -inf): any factor is right, 1 spares a rescale.
+    const vf alpha = ((m_new == m_old) | (m_old == neg_inf)) ? one : exp_approx(m_old - m_use);
     const vf sum = probabilities(v, kn, scale_v, m_use);
     state.l[v] = state.l[v] * alpha + sum;
     state.m[v] = m_new;
+    state.seen[v] = vmax(state.seen[v], logit_max);
     vstore(state.alpha + v * kVecWidth, alpha);
+    moved += alpha != one ? one : vf{};
   }
+  return reduce_max(moved) > 0.0f;
 }
 
 }  // namespace ejk::cpu

@@ -172,10 +172,11 @@ EJK_HD void begin_task_state(const FlashFwdParams& p, const TaskGeometry& g, Tas
 // segment and position masks, online softmax. The scale is folded into the softmax's own
 // multiply-add unless the logit transform needs scaled values first (or the scale is not
 // positive, where the max of raw scores would not be the max of the logits).
+// Returns whether some output row must be rescaled (see softmax_block).
 template <class Cfg, bool kScale, class Probabilities>
-EJK_HD void scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry& g,
+EJK_HD bool scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry& g,
                                     TaskState<Cfg>& ts, float* st, const KvBlock& blk,
-                                    const Probabilities& probabilities) {
+                                    float rescale_threshold, const Probabilities& probabilities) {
   using E = Elem<Cfg::elem>;
   constexpr int BQ = Cfg::block_q;
   constexpr bool kTransform = Cfg::flags.bias || Cfg::flags.softcap;
@@ -192,12 +193,13 @@ EJK_HD void scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry&
   }
   if (blk.segment_pairs) mask_segments<BQ>(st, blk.kn, g.rows, ts.q_seg, ts.kv_seg);
   const bool mask_positions = !ts.ranges.fully_visible(blk.k0, blk.k0 + blk.kn - 1);
-  softmax_block<BQ>(ts.softmax, st, blk.kn, blk.k0, mask_positions, ts.ranges, softmax_scale,
-                    probabilities);
+  return softmax_block<BQ>(ts.softmax, st, blk.kn, blk.k0, mask_positions, ts.ranges,
+                           softmax_scale, rescale_threshold, probabilities);
 }
 
 // Folds the sinks into row i's statistics and writes its output row (from the float32
-// accumulator row o) and its lse.
+// accumulator row o, relative to the reference max m) and its lse. The final max is the true
+// one (mask.h: the unnormalized output is relative to the max over logits and sinks).
 template <class Cfg>
 EJK_HD void finalize_row(const FlashFwdParams& p, const TaskGeometry& g, const TaskState<Cfg>& ts,
                          const float* o, int i) {
@@ -205,7 +207,7 @@ EJK_HD void finalize_row(const FlashFwdParams& p, const TaskGeometry& g, const T
   constexpr int D = Cfg::head_dim;
   const float m = ts.softmax.m[i / kVecWidth][i % kVecWidth];
   const float l = ts.softmax.l[i / kVecWidth][i % kVecWidth];
-  float m_final = m;
+  float m_final = ts.softmax.seen[i / kVecWidth][i % kVecWidth];
   const float* sinks = Cfg::flags.sinks ? p.softmax_aux + g.h * p.num_sinks : nullptr;
   if constexpr (Cfg::flags.sinks)
     for (i64 s = 0; s < p.num_sinks; ++s) m_final = max_of(m_final, sinks[s]);
@@ -230,7 +232,8 @@ EJK_HD void finalize_row(const FlashFwdParams& p, const TaskGeometry& g, const T
   *lse = m_final + log_approx(l_final);
 }
 
-// One task with an engine (the engine owns Q/K/V/S/O buffers and the two products).
+// One task with an engine (the engine owns Q/K/V/S/O buffers and the two products; it may
+// hold back work until finish_task).
 template <class Cfg, class Engine>
 EJK_HD void run_task(const FlashFwdParams& p, const TaskGeometry& g, TaskState<Cfg>& ts,
                      Engine& engine) {
@@ -250,6 +253,7 @@ EJK_HD void run_task(const FlashFwdParams& p, const TaskGeometry& g, TaskState<C
     blk.segment_pairs = seg == SegmentMask::per_pair;
     engine.process_block(p, g, ts, blk);
   }
+  engine.finish_task();
   for (int i = 0; i < g.rows; ++i) finalize_row<Cfg>(p, g, ts, engine.out_row(i), i);
 }
 

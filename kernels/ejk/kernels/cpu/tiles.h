@@ -71,46 +71,45 @@ EJK_HD void fma_tile(BroadcastOperand A, const float* b, i64 ldb, int depth, flo
     for (int v = 0; v < NV; ++v) vstore(c + r * ldc + v * kVecWidth, acc[r][v]);
 }
 
-// Tile shape for C with kCols vectors per row: as many accumulators as the register file
-// allows next to NV vectors of B and a broadcast, NV at most 4 (wider tiles gain nothing).
-template <int kCols> struct TileShape {
-  static constexpr int kAccumulators = kVecRegisters == 32 ? 24 : 9;
-  static constexpr int kMaxCols = kVecRegisters == 32 ? 4 : 3;
-  static constexpr int cols = kCols < kMaxCols ? kCols : kMaxCols;
-  static constexpr int rows = kAccumulators / cols;
-};
+// Tile shapes: NV vectors of columns (at most 4: wider tiles gain nothing) and as many rows as
+// the register file holds accumulators for, next to NV vectors of B and a broadcast.
+inline constexpr int kMaxTileCols = kVecRegisters == 32 ? 4 : 3;
+template <int NV> inline constexpr int kTileRows = (kVecRegisters == 32 ? 24 : 9) / NV;
 
-// Columns [0, kCols) vectors of rows [r0, r0 + R): whole NV chunks, then the remainder chunk.
-template <int R, int kCols, class Prefetch>
-EJK_HD void fma_row_tile(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
-                         TileInit init, Prefetch& prefetch) {
-  constexpr int NV = TileShape<kCols>::cols;
-  constexpr int kWhole = kCols / NV * NV;
-  for (int v0 = 0; v0 < kWhole; v0 += NV)
-    fma_tile<R, NV>(A, b + v0 * kVecWidth, ldb, depth, c + v0 * kVecWidth, ldc, init, prefetch);
-  if constexpr (kCols % NV != 0)
-    fma_tile<R, kCols % NV>(A, b + kWhole * kVecWidth, ldb, depth, c + kWhole * kVecWidth, ldc,
-                            init, prefetch);
-}
-
-// The whole product for kRows rows and kCols vectors of columns, rows in tiles of R and one
+// Rows [0, kRows) of one column chunk of NV vectors, in tiles of kTileRows<NV> rows and one
 // remainder tile. row_scale (when accumulating) has kRows entries.
-template <int kRows, int kCols, class Prefetch>
-EJK_HD void fma_gemm(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
-                     bool accumulate, const float* row_scale, Prefetch& prefetch) {
-  constexpr int R = TileShape<kCols>::rows;
+template <int kRows, int NV, class Prefetch>
+EJK_HD void fma_column_chunk(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c,
+                             i64 ldc, bool accumulate, const float* row_scale,
+                             Prefetch& prefetch) {
+  constexpr int R = kTileRows<NV>;
   constexpr int kWhole = kRows / R * R;
   for (int r0 = 0; r0 < kWhole; r0 += R) {
     BroadcastOperand Ar{A.a + r0 * A.row_stride, A.row_stride, A.depth_stride};
-    fma_row_tile<R, kCols>(Ar, b, ldb, depth, c + r0 * ldc, ldc,
-                           {accumulate, accumulate ? row_scale + r0 : nullptr}, prefetch);
+    fma_tile<R, NV>(Ar, b, ldb, depth, c + r0 * ldc, ldc,
+                    {accumulate, accumulate ? row_scale + r0 : nullptr}, prefetch);
   }
   if constexpr (kRows % R != 0) {
     BroadcastOperand Ar{A.a + kWhole * A.row_stride, A.row_stride, A.depth_stride};
-    fma_row_tile<kRows % R, kCols>(Ar, b, ldb, depth, c + kWhole * ldc, ldc,
-                                   {accumulate, accumulate ? row_scale + kWhole : nullptr},
-                                   prefetch);
+    fma_tile<kRows % R, NV>(Ar, b, ldb, depth, c + kWhole * ldc, ldc,
+                            {accumulate, accumulate ? row_scale + kWhole : nullptr}, prefetch);
   }
+}
+
+// The whole product, kRows rows by kCols vectors of columns. Column chunks are the outer loop:
+// a chunk of B (depth x NV vectors) then stays in L1 while all row tiles stream past it.
+template <int kRows, int kCols, class Prefetch>
+EJK_HD void fma_gemm(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
+                     bool accumulate, const float* row_scale, Prefetch& prefetch) {
+  constexpr int NV = kCols < kMaxTileCols ? kCols : kMaxTileCols;
+  constexpr int kWhole = kCols / NV * NV;
+  for (int v0 = 0; v0 < kWhole; v0 += NV)
+    fma_column_chunk<kRows, NV>(A, b + v0 * kVecWidth, ldb, depth, c + v0 * kVecWidth, ldc,
+                                accumulate, row_scale, prefetch);
+  if constexpr (kCols % NV != 0)
+    fma_column_chunk<kRows, kCols % NV>(A, b + kWhole * kVecWidth, ldb, depth,
+                                        c + kWhole * kVecWidth, ldc, accumulate, row_scale,
+                                        prefetch);
 }
 
 // ---- packing ----
