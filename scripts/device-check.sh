@@ -20,10 +20,14 @@ echo "== tests"
 echo "== ejk run --backend cuda --check"
 export EJK_CACHE_DIR=/tmp/ejk-cache
 E=$B/cli/ejk
-for args in "--d 128 --causal" "--d 64" "--d 256 --causal" "--d 96 --hq 32 --hkv 8 --window 1024,0 --softcap 30" \
-            "--d 128 --sinks --segments --bias --b 2 --sq 1000 --sk 777" "--d 80 --varlen --b 3" "--d 160 --causal"; do
-  $E run flash_attention --backend cuda --dtype bf16 --b 1 --sq 2048 --sk 2048 --hq 16 --hkv 16 $args \
-     --iters 3 --check --json 2>&1 | tail -1
+# Each option once per line (the CLI rejects a repeated option with a usage error).
+sq="--sq 2048 --sk 2048"
+for args in "--b 1 $sq --hq 16 --hkv 16 --d 128 --causal" "--b 1 $sq --hq 16 --hkv 16 --d 64" \
+            "--b 1 $sq --hq 16 --hkv 16 --d 256 --causal" \
+            "--b 1 $sq --hq 32 --hkv 8 --d 96 --window 1024,0 --softcap 30" \
+            "--b 2 --sq 1000 --sk 777 --hq 16 --hkv 16 --d 128 --sinks --segments --bias" \
+            "--b 3 $sq --hq 16 --hkv 16 --d 80 --varlen" "--b 1 $sq --hq 16 --hkv 16 --d 160 --causal"; do
+  $E run flash_attention --backend cuda --dtype bf16 $args --iters 3 --check --json 2>&1 | tail -1
 done
 $E run flash_attention --backend auto --dtype f16 --sq 512 --sk 512 --d 128 --check --json | tail -1
 echo "== NVRTC cold compile, then cache hit"

@@ -172,6 +172,8 @@ void check_varlen(const FlashAttentionInputs& in, const Dims& d, FlashProblem& p
   p.batch = static_cast<int64_t>(cq.size()) - 1;
   p.seqlen_q = longest(cq);
   p.seqlen_k = longest(ck);
+  p.total_q = d.sq;  // the packed extents (the CUDA kernels' TMA bounds)
+  p.total_k = d.sk;
 }
 
 void check_segments(const FlashAttentionInputs& in, const Dims& d, FlashProblem& pb) {

@@ -85,7 +85,7 @@ Outcome run_case(const VariantKey& key, check::Problem pr, std::mt19937_64& rng,
   const int64_t D = pr.head_dim;
   cuda::launch_flash_fwd(kernel,
                          cuda::flash_fwd_launch_shape(key.target, D, key.get_int("block_q"),
-                                                      key.get_int("block_k"), p),
+                                                      key.get_int("block_k"), p, dev.sm_count),
                          p, dev);
   d.check(d.cuCtxSynchronize(), "running the kernel");
   std::vector<uint16_t> bits(out_n);

@@ -158,22 +158,37 @@ TEST_CASE("the ptxas report is read per entry function", "[cuda]") {
 TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   FlashFwdParams p{};
   p.batch = 3, p.heads_q = 8, p.seqlen_q = 1000;
-  const cuda::LaunchShape a = cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, p);
+  const int sms = 132;
+  const cuda::LaunchShape a = cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, p, sms);
   CHECK(a.grid[0] == 8);  // ceil(1000 / 128)
   CHECK(a.grid[1] == 8);
   CHECK(a.grid[2] == 3);
   CHECK(a.block == 256);  // one warp per 16 query rows
   CHECK(a.smem_bytes == 2 * (128 + 4 * 64) * (128 + 8));  // padded rows
+  CHECK_FALSE(a.tma);
   // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
   // warpgroup per 64 rows; swizzled unpadded tiles (Q + 4 stages of K and V here) + alignment
-  // + 136 B of mbarriers.
-  const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p);
+  // + 144 B of mbarriers. At head_dim 128: one block per work item.
+  const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms);
   CHECK(b.block == 384);
-  CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 136);
-  CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p).block == 256);
-  CHECK(cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p).smem_bytes ==
+  CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 144);
+  CHECK(b.tma);
+  CHECK(b.grid[0] == 8);
+  CHECK(b.grid[1] == 8);
+  CHECK(b.grid[2] == 3);
+  // head_dim 256 (2 stages): persistent, one block per SM while there are more work items
+  // (8 * 8 * 3 = 192) than SMs.
+  const cuda::LaunchShape c = cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms);
+  CHECK(c.smem_bytes == 1024 + 2 * (128 + 4 * 64) * 256 + 144);
+  CHECK(c.grid[0] == 132);
+  CHECK(c.grid[1] == 1);
+  CHECK(c.grid[2] == 1);
+  p.batch = 1;  // 64 work items: one block each
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms).grid[0] == 64);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p, sms).block == 256);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p, sms).smem_bytes ==
         2 * (128 + 4 * 64) * (96 + 8));  // not a multiple of 64: the sm80 family
-  CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm80", 72, 128, 64, p), InvalidArgument);
+  CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm80", 72, 128, 64, p, sms), InvalidArgument);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ void LoadedKernel::reserve_dynamic_smem(int bytes) {
 }
 
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
-                                   int64_t block_k, const FlashFwdParams& p) {
+                                   int64_t block_k, const FlashFwdParams& p, int sm_count) {
   const FlashFwdLaunchFacts f =
       flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k);
   if (!f.valid)
@@ -108,14 +108,22 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
                           ": expected head_dim a multiple of 16 in [16, 256], block_q 64 or 128 "
                           "(or 192 at head_dim 64 on sm90a), block_k a multiple of 16 in "
                           "[16, 128]");
-  // Both families launch one block per (q block, q head, sequence).
-  const FlashFwdSm80Geometry grid{head_dim, block_q, block_k};
   LaunchShape s;
-  s.grid[0] = unsigned(grid.grid_x(p));
-  s.grid[1] = unsigned(grid.grid_y(p));
-  s.grid[2] = unsigned(grid.grid_z(p));
+  if (f.wgmma) {
+    const FlashFwdSm90Geometry g{head_dim, block_q, block_k};
+    s.grid[0] = unsigned(g.grid_x(p, sm_count));
+    s.grid[1] = unsigned(g.grid_y(p));
+    s.grid[2] = unsigned(g.grid_z(p));
+    s.tma = true;
+  } else {
+    const FlashFwdSm80Geometry g{head_dim, block_q, block_k};
+    s.grid[0] = unsigned(g.grid_x(p));
+    s.grid[1] = unsigned(g.grid_y(p));
+    s.grid[2] = unsigned(g.grid_z(p));
+  }
   s.block = unsigned(f.threads);
   s.smem_bytes = unsigned(f.smem_bytes);
+  s.head_dim = head_dim, s.block_q = block_q, s.block_k = block_k;
   return s;
 }
 
@@ -128,6 +136,37 @@ void require_chunked(const void* ptr, std::initializer_list<int64_t> strides, co
     throw InvalidArgument(std::string("CUDA flash_fwd: ") + name +
                           " must be 16-byte aligned with batch/sequence/head strides that are "
                           "multiples of 8 elements");
+}
+
+// The q, k and v tensor maps of the sm90a family (flash_fwd_tma_view says what each covers).
+FlashFwdTensorMaps encode_tensor_maps(const CudaDriver& d, const FlashFwdParams& p,
+                                      const LaunchShape& shape) {
+  const FlashFwdSm90Geometry g{shape.head_dim, shape.block_q, shape.block_k};
+  FlashFwdTensorMaps maps{};
+  const char* names[] = {"q", "k", "v"};
+  TmaDescriptor* out[] = {&maps.q, &maps.k, &maps.v};
+  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v}) {
+    const TmaTensorView v = flash_fwd_tma_view(p, t, g);
+    const char* name = names[int(t)];
+    // The copy engine's limits, and the kernel's 32-bit row coordinates.
+    for (u64 st : v.strides)
+      if (st >= (u64(1) << 40))
+        throw InvalidArgument(std::string("CUDA flash_fwd (sm90a): ") + name +
+                              " has a stride of 2^40 bytes or more, beyond what TMA addresses");
+    if (v.dims[1] >= (u64(1) << 31) || v.dims[2] >= (u64(1) << 31) || v.dims[3] >= (u64(1) << 31))
+      throw InvalidArgument(std::string("CUDA flash_fwd (sm90a): ") + name +
+                            " has 2^31 rows, heads or sequences or more");
+    uint64_t dims[4], strides[3];
+    for (int i = 0; i < 4; ++i) dims[i] = v.dims[i];
+    for (int i = 0; i < 3; ++i) strides[i] = v.strides[i];
+    const unsigned ones[4] = {1, 1, 1, 1};
+    d.check(d.cuTensorMapEncodeTiled(out[int(t)], kTensorMapUint16, 4, const_cast<void*>(v.base),
+                                     dims, strides, v.box, ones, /*interleave=*/0,
+                                     kTensorMapSwizzle128B, kTensorMapL2Promotion256B,
+                                     kTensorMapOobFillZero),
+            (std::string("encoding the TMA descriptor of ") + name).c_str());
+  }
+  return maps;
 }
 
 }  // namespace
@@ -146,9 +185,11 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;  // empty problem
   kernel.reserve_dynamic_smem(int(shape.smem_bytes));
   const CudaDriver& d = CudaDriver::get();
-  // The kernel takes FlashFwdParams by value (__grid_constant__): one pointer to a copy.
+  // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__): one
+  // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdParams copy = p;
-  void* args[] = {&copy};
+  FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
+  void* args[] = {&copy, &maps};
   d.check(d.cuLaunchKernel(kernel.function(), shape.grid[0], shape.grid[1], shape.grid[2],
                            shape.block, 1, 1, shape.smem_bytes, stream, args, nullptr),
           ("launching " + kernel.symbol()).c_str());

@@ -61,17 +61,23 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block = 1;
   unsigned smem_bytes = 0;
+  // sm90a family: q, k and v are read through TMA tensor maps, built at launch from the
+  // params and this tile shape.
+  bool tma = false;
+  int64_t head_dim = 0, block_q = 0, block_k = 0;
 };
 
 // Grid, block and dynamic shared memory of a flash_fwd CUDA variant for params `p`; `target` is
-// the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family.
+// the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family,
+// whose persistent kernels take one block per SM (`sm_count`, the device's).
 // InvalidArgument naming the axes for a (head_dim, block_q, block_k) no family can build.
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
-                                   int64_t block_k, const FlashFwdParams& p);
+                                   int64_t block_k, const FlashFwdParams& p, int sm_count);
 
 // Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
-// elements: the kernel moves 16-byte chunks) and the device's shared-memory limit, then
-// launches asynchronously on `stream` (null: the legacy default stream).
+// elements: the kernels move 16-byte chunks, and TMA needs 16-byte strides) and the device's
+// shared-memory limit, builds the tensor maps (sm90a family), then launches asynchronously on
+// `stream` (null: the legacy default stream).
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
                       const DeviceInfo& device, CUstream stream = nullptr);
 

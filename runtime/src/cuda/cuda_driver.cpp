@@ -50,6 +50,7 @@ bool resolve_all(void* lib, CudaDriver& d, std::string& why) {
   sym(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
   sym(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
   sym(d.cuMemsetD8, "cuMemsetD8_v2");
+  sym(d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
   return ok;
 }
 

@@ -27,6 +27,13 @@ enum : int {
   kAttrComputeCapabilityMinor = 76,
   kAttrMaxSharedMemoryPerBlockOptin = 97,
 };
+// CUtensorMap encoding (cuda.h's CUtensorMapDataType, ...Swizzle, ...L2promotion, ...OOBfill).
+enum : int {
+  kTensorMapUint16 = 1,
+  kTensorMapSwizzle128B = 3,
+  kTensorMapL2Promotion256B = 3,
+  kTensorMapOobFillZero = 0,
+};
 enum : int {
   kFuncAttrMaxThreadsPerBlock = 0,
   kFuncAttrSharedSizeBytes = 1,
@@ -60,6 +67,12 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, size_t bytes);
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t bytes);
+  // TMA descriptors of the sm90a kernels (CUDA 12.0+ drivers). The enum arguments are passed
+  // as their ABI integers; `map` is a 128-byte, 64-byte aligned CUtensorMap.
+  CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, unsigned rank, void* global_address,
+                                     const uint64_t* dims, const uint64_t* strides_bytes,
+                                     const unsigned* box, const unsigned* element_strides,
+                                     int interleave, int swizzle, int l2_promotion, int oob_fill);
 
   // The loaded driver, or nullptr with *why set ("libcuda.so.1 not found: ...", "cuInit
   // failed: CUDA_ERROR_NO_DEVICE ..."). Loads and calls cuInit once per process.

@@ -24,6 +24,7 @@ struct FlashFwdParams {
 
   i64 batch;                   // varlen: number of packed sequences
   i64 seqlen_q, seqlen_k;      // varlen: the longest sequence of each
+  i64 total_q, total_k;        // varlen: rows of the packed q and k/v tensors; dense: unused
   i64 heads_q, heads_kv, head_dim;
   i64 num_sinks;
 

@@ -15,14 +15,19 @@ template <Arch A, Elem E, int D, int Br, int Bc, FlashFlags F,
 struct FlashFwdKernel {
   using Config = FlashFwdSm80Config<E, D, Br, Bc, F>;
   static constexpr int kThreads = Config::kThreads;
-  static __device__ __forceinline__ void run(const FlashFwdParams& p) { flash_fwd_sm80<Config>(p); }
+  // The tensor maps are part of every flash kernel's signature; mma.sync loads with cp.async.
+  static __device__ __forceinline__ void run(const FlashFwdParams& p, const FlashFwdTensorMaps&) {
+    flash_fwd_sm80<Config>(p);
+  }
 };
 
 template <Arch A, Elem E, int D, int Br, int Bc, FlashFlags F>
 struct FlashFwdKernel<A, E, D, Br, Bc, F, true> {
   using Config = FlashFwdSm90Config<E, D, Br, Bc, F>;
   static constexpr int kThreads = Config::kThreads;
-  static __device__ __forceinline__ void run(const FlashFwdParams& p) { flash_fwd_sm90<Config>(p); }
+  static __device__ __forceinline__ void run(const FlashFwdParams& p, const FlashFwdTensorMaps& maps) {
+    flash_fwd_sm90<Config>(p, maps);
+  }
 };
 
 }  // namespace ejk::cuda

@@ -1,16 +1,18 @@
 // Flash attention forward, sm_90a family: wgmma (warpgroup MMA) for both products, warp
 // specialized (FA3 style).
 //
-// Warpgroup 0 is the producer: it streams Q once and K/V tiles through a 2-4 stage ring with
-// cp.async, each copy batch completing on an mbarrier (full), and refills a slot once the
-// consumers release it (empty; K and V separately, since S(t) frees K(t) long before P V frees
-// V(t)). Warpgroups 1.. are consumers of 64 query rows each; the producer hands its registers
-// to them (setmaxnreg). Each consumer warp owns 16 rows, so the accumulators have the same
-// per-warp fragment layout as the sm80 family's mma.sync C fragments and the mask / online
-// softmax code of flash_fwd_tile.cuh is shared unchanged. In a consumer, P(t-1) V(t-1) runs on
-// the tensor cores behind S(t) while the softmax of S(t) runs; with two consumers the GEMM
-// issues alternate between them (ping-pong, named barriers), so one's softmax overlaps the
-// other's GEMMs. Semantics: mask.h, as everywhere.
+// Warpgroup 0 is the producer: one of its threads issues TMA bulk tensor copies of Q and of the
+// K/V tiles into a 2-4 stage ring, each completing on an mbarrier (full, with the expected byte
+// count), and refills a slot once the consumers release it (empty; K and V separately, since
+// S(t) frees K(t) long before P V frees V(t)). Warpgroups 1.. are consumers of 64 query rows
+// each; the producer hands its registers to them (setmaxnreg). Each consumer warp owns 16 rows,
+// so the accumulators have the same per-warp fragment layout as the sm80 family's mma.sync C
+// fragments and the mask / online softmax code of flash_fwd_tile.cuh is shared unchanged. In a
+// consumer, P(t-1) V(t-1) runs on the tensor cores behind S(t) while the softmax of S(t) runs;
+// with two consumers the GEMM issues alternate between them (ping-pong, named barriers), so
+// one's softmax overlaps the other's GEMMs. Persistent blocks (flash_fwd_traits.cuh) loop over
+// work items; the Q tile has its own empty barrier so the next item's Q streams in while the
+// consumers finish the last one. Semantics: mask.h, as everywhere.
 #pragma once
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/wgmma.cuh"
@@ -18,10 +20,12 @@
 namespace ejk::cuda {
 
 // kPingPongOpt: alternate the two consumer warpgroups' GEMM issues (only with block_q 128).
-// kStagesOpt: K/V ring depth, 0 for the geometry's default (tuning runs only).
-template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPongOpt = true, int kStagesOpt = 0>
+// kStagesOpt: K/V ring depth, 0 for the geometry's default; kScheduleOpt: one block per work
+// item or persistent, by_default for the geometry's rule (both for tuning runs only).
+template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPongOpt = true, int kStagesOpt = 0,
+          Sm90Schedule kScheduleOpt = Sm90Schedule::by_default>
 struct FlashFwdSm90Config {
-  static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt};
+  static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt, kScheduleOpt};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
                 "flash_fwd sm90: head_dim a multiple of 64 up to 256, block_q 64 or 128 (or 192 "
@@ -35,17 +39,21 @@ struct FlashFwdSm90Config {
   static constexpr int kMTiles = 1;          // 16 rows per warp
   static constexpr int kNTiles = Bc / 8;     // 8-key tiles of S
   static constexpr int kDTiles = D / 8;      // 8-column tiles of O
+  static constexpr int kColBlocks = D / 64;  // TMA boxes (128-byte swizzle rows) per tile
   static constexpr int kQBytes = int(kGeometry.q_tile_bytes());
   static constexpr int kKVBytes = int(kGeometry.kv_tile_bytes());
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias;
   static constexpr bool kPingPong = kPingPongOpt && kConsumers == 2;
+  static constexpr bool kPersistent = kGeometry.persistent();
+  // Persistent causal blocks take items heaviest first in a snake order (sm90_item).
+  static constexpr bool kSnake = kPersistent && F.causal && !F.window;
   // Register split of the 64K-register file at one block per SM (384 threads start at 168,
-  // 512 at 128): the producer needs few, the consumers hold S, P and O (head_dim 256: O alone
-  // is 128). 128 * 40 + 256 * 232, 128 * 24 + 256 * 240 and 128 * 32 + 384 * 160 fit in 65536.
+  // 512 at 128): the producer is one issuing thread and needs few, the consumers hold S, P and
+  // O (head_dim 256: O alone is 128). 128 * 24 + 256 * 240 and 128 * 24 + 384 * 160 fit in 65536.
   static constexpr bool kRegSplit = kConsumers >= 2;
-  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : D > 128 ? 24 : 40;
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : D > 128 ? 240 : 232;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
   // Plain logits (no bias, no softcap) stay raw dot products until the exponent, where
   // scale * log2(e) is folded into one FFMA per score (softmax_deferred).
   static constexpr bool kFoldScale = !F.bias && !F.softcap;
@@ -54,38 +62,6 @@ struct FlashFwdSm90Config {
 // Byte offset of 16-byte chunk c (along D) of row r in a swizzled tile of `rows` rows.
 template <class C> __device__ __forceinline__ u32 sw128_offset(int r, int c, int rows) {
   return u32((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r & 7)) << 4));
-}
-
-// Producer copy of kRows rows (row r at src + r * stride) into a swizzled tile, by the 128
-// producer threads; rows at or past `valid_rows` are zero-filled (no garbage enters the GEMMs).
-// Thread tid always copies the same 16-byte column chunk of rows tid / chunks + j * kRowStep,
-// so each copy is one add away from the previous one and the unrolled issue has no long
-// dependency chain: a latency-bound issue loop here starved the tensor cores (NOTES.md v5).
-template <class C, int kRows>
-__device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 stride,
-                                                int valid_rows, int tid) {
-  constexpr int kChunksPerRow = C::kHeadDim / 8;
-  if constexpr (128 % kChunksPerRow == 0) {
-    constexpr int kRowStep = 128 / kChunksPerRow;
-    const int r0 = tid / kChunksPerRow, c = tid % kChunksPerRow;
-    const u16* g = src + r0 * stride + c * 8;
-    const i64 g_step = kRowStep * stride;
-#pragma unroll 4
-    for (int j = 0; j < kRows / kRowStep; ++j) {
-      const int r = r0 + j * kRowStep;
-      const bool valid = r < valid_rows;
-      cp_async_16(dst + sw128_offset<C>(r, c, kRows), valid ? g : src, valid);
-      g += g_step;
-    }
-  } else {
-#pragma unroll 1
-    for (int i = tid; i < kRows * kChunksPerRow; i += 128) {
-      const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-      const bool valid = r < valid_rows;
-      cp_async_16(dst + sw128_offset<C>(r, c, kRows), valid ? src + r * stride + c * 8 : src,
-                  valid);
-    }
-  }
 }
 
 // Pins accumulator registers after a wgmma wait: without it the compiler may read them
@@ -194,17 +170,18 @@ template <class C> struct Sm90Smem {
   __device__ __forceinline__ u32 k_tile(int stage) const { return k + stage * C::kKVBytes; }
   __device__ __forceinline__ u32 v_tile(int stage) const { return v + stage * C::kKVBytes; }
   __device__ __forceinline__ u32 q_full() const { return bars; }
-  __device__ __forceinline__ u32 k_full(int st) const { return bars + 8 * (1 + st); }
-  __device__ __forceinline__ u32 v_full(int st) const { return bars + 8 * (1 + C::kStages + st); }
+  __device__ __forceinline__ u32 q_empty() const { return bars + 8; }
+  __device__ __forceinline__ u32 k_full(int st) const { return bars + 8 * (2 + st); }
+  __device__ __forceinline__ u32 v_full(int st) const { return bars + 8 * (2 + C::kStages + st); }
   __device__ __forceinline__ u32 k_empty(int st) const {
-    return bars + 8 * (1 + 2 * C::kStages + st);
+    return bars + 8 * (2 + 2 * C::kStages + st);
   }
   __device__ __forceinline__ u32 v_empty(int st) const {
-    return bars + 8 * (1 + 3 * C::kStages + st);
+    return bars + 8 * (2 + 3 * C::kStages + st);
   }
 };
 
-// The block's problem: its sequence, head, q rows and key tiles (same for every warpgroup).
+// One work item's problem: its sequence, head, q rows and key tiles.
 struct Sm90Block {
   SeqSpan seq;
   i64 h, hk, q0;
@@ -214,47 +191,99 @@ struct Sm90Block {
   __device__ __forceinline__ int tiles() const { return keys.tile_end - keys.tile_begin; }
 };
 
-// Producer warpgroup: Q once, then K(t) and V(t) into slot t % kStages as soon as the
-// consumers have released tile t - kStages from it. Every producer thread arrives (noinc)
-// once per batch.
+// The n-th work item of this block, or -1 past its last. One block per item: the block's own
+// (q blocks fastest, as the grid is laid out). Persistent: items n * grid + block; causal ones
+// in a snake over items sorted heaviest first (the longest key ranges are the first q blocks
+// from the end), so every block's sum of work is about the same.
 template <class C>
-__device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Sm90Smem<C>& sm,
-                                             const Sm90Block& blk) {
-  if constexpr (C::kRegSplit) setmaxnreg_dec<C::kProducerRegs>();
-  const int tid = threadIdx.x;  // warpgroup 0
-  const int tiles = blk.tiles();
-  if (tiles == 0) return;  // the consumers wait for nothing
-  const SeqSpan& seq = blk.seq;
-  const u16* gQ = static_cast<const u16*>(p.q) + seq.b * p.q_stride_b +
-                  (seq.q_begin + blk.q0) * p.q_stride_s + blk.h * p.q_stride_h;
-  const u16* gK = static_cast<const u16*>(p.k) + seq.b * p.k_stride_b +
-                  seq.k_begin * p.k_stride_s + blk.hk * p.k_stride_h;
-  const u16* gV = static_cast<const u16*>(p.v) + seq.b * p.v_stride_b +
-                  seq.k_begin * p.v_stride_s + blk.hk * p.v_stride_h;
-  load_tile_sw128<C, C::kBlockQ>(sm.q, gQ, p.q_stride_s, blk.valid_q, tid);
-  cp_async_arrive_noinc(sm.q_full());
-  for (int t = 0; t < tiles; ++t) {
-    const int st = t % C::kStages;
-    const u32 released = ((t / C::kStages) + 1) & 1;  // parity of the release of t - kStages
-    const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
-    const int valid_k = int(min_of<i64>(C::kBlockK, seq.len_k - k0));
-    if (t >= C::kStages) mbar_wait(sm.k_empty(st), released);
-    load_tile_sw128<C, C::kBlockK>(sm.k_tile(st), gK + k0 * p.k_stride_s, p.k_stride_s, valid_k,
-                                   tid);
-    cp_async_arrive_noinc(sm.k_full(st));
-    if (t >= C::kStages) mbar_wait(sm.v_empty(st), released);
-    load_tile_sw128<C, C::kBlockK>(sm.v_tile(st), gV + k0 * p.v_stride_s, p.v_stride_s, valid_k,
-                                   tid);
-    cp_async_arrive_noinc(sm.v_full(st));
-  }
-  cp_async_wait_all();  // no copy outlives its thread
+__device__ __forceinline__ i64 sm90_item(i64 total, int n) {
+  if constexpr (!C::kPersistent)
+    return n == 0 ? blockIdx.x + i64(gridDim.x) * (blockIdx.y + i64(gridDim.y) * blockIdx.z) : -1;
+  const i64 g = gridDim.x;
+  const i64 slot = C::kSnake && (n & 1) ? g - 1 - blockIdx.x : blockIdx.x;
+  const i64 item = n * g + slot;
+  return item < total ? item : -1;
 }
 
-// Waits for a slot's copies, then publishes them to the async proxy the wgmmas read through.
-__device__ __forceinline__ void sm90_acquire(u32 bar, u32 parity) {
-  mbar_wait(bar, parity);
-  fence_proxy_async_smem();
+// Work item -> the block's problem; false when its q block lies past its sequence (varlen).
+// Items are (q block, q head, sequence) with q blocks fastest and the last q block first
+// (heaviest under a causal mask); the snake order takes q blocks slowest instead.
+template <class C>
+__device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm90Block& blk) {
+  const i64 q_blocks = ceil_div<i64>(p.seqlen_q, C::kBlockQ);
+  const i64 heads_seqs = p.heads_q * p.batch;
+  i64 qb, hz;
+  if constexpr (C::kSnake) {
+    qb = item / heads_seqs;
+    hz = item - qb * heads_seqs;
+  } else {
+    hz = item / q_blocks;
+    qb = item - hz * q_blocks;
+  }
+  blk.q0 = (q_blocks - 1 - qb) * C::kBlockQ;
+  blk.h = hz % p.heads_q;
+  blk.seq = sequence_span(p, hz / p.heads_q);
+  if (blk.q0 >= blk.seq.len_q) return false;
+  blk.hk = blk.h / (p.heads_q / p.heads_kv);
+  blk.valid_q = int(min_of<i64>(C::kBlockQ, blk.seq.len_q - blk.q0));
+  blk.mask = variant_mask<C>(p);
+  blk.keys = key_range<C>(blk.mask, blk.q0, blk.seq.len_k);
+  return true;
 }
+
+template <class C> __device__ __forceinline__ i64 sm90_total_items(const FlashFwdParams& p) {
+  return ceil_div<i64>(p.seqlen_q, C::kBlockQ) * p.heads_q * p.batch;
+}
+
+// Producer: one thread issues every copy. Per item with visible keys: Q once the consumers have
+// released the previous Q, then K(t) and V(t) into ring slot (running tile count) % kStages as
+// soon as the consumers have released that slot's previous tile. Each box is 64 columns of
+// the tile's rows; a tile is kColBlocks boxes, counted on the slot's full barrier.
+template <class C>
+__device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const FlashFwdTensorMaps& maps,
+                                             const Sm90Smem<C>& sm) {
+  if constexpr (C::kRegSplit) setmaxnreg_dec<C::kProducerRegs>();
+  if (threadIdx.x != 0) return;
+  tma_prefetch_map(&maps.q);
+  tma_prefetch_map(&maps.k);
+  tma_prefetch_map(&maps.v);
+  const i64 total = sm90_total_items<C>(p);
+  u32 kv = 0;       // K/V tiles issued so far: ring slot kv % kStages, its use kv / kStages
+  u32 q_loads = 0;  // Q tiles issued so far
+  for (int n = 0;; ++n) {
+    const i64 item = sm90_item<C>(total, n);
+    if (item < 0) break;
+    Sm90Block blk;
+    if (!sm90_block<C>(p, item, blk) || blk.tiles() == 0) continue;  // no consumer waits
+    const int b = int(blk.seq.b), h = int(blk.h), hk = int(blk.hk);
+    if (q_loads > 0) mbar_wait(sm.q_empty(), (q_loads - 1) & 1);
+    ++q_loads;
+    mbar_arrive_expect_tx(sm.q_full(), C::kQBytes);
+    const int q_row = int(blk.seq.q_begin + blk.q0);
+#pragma unroll
+    for (int c = 0; c < C::kColBlocks; ++c)
+      tma_load_4d(sm.q + c * C::kBlockQ * 128, &maps.q, sm.q_full(), c * 64, q_row, h, b);
+    const int tiles = blk.tiles();
+    for (int t = 0; t < tiles; ++t, ++kv) {
+      const int st = int(kv % C::kStages);
+      const u32 use = kv / C::kStages;
+      const int k_row = int(blk.seq.k_begin + i64(blk.keys.tile_begin + t) * C::kBlockK);
+      if (use > 0) mbar_wait(sm.k_empty(st), (use - 1) & 1);
+      mbar_arrive_expect_tx(sm.k_full(st), C::kKVBytes);
+#pragma unroll
+      for (int c = 0; c < C::kColBlocks; ++c)
+        tma_load_4d(sm.k_tile(st) + c * C::kBlockK * 128, &maps.k, sm.k_full(st), c * 64, k_row,
+                    hk, b);
+      if (use > 0) mbar_wait(sm.v_empty(st), (use - 1) & 1);
+      mbar_arrive_expect_tx(sm.v_full(st), C::kKVBytes);
+#pragma unroll
+      for (int c = 0; c < C::kColBlocks; ++c)
+        tma_load_4d(sm.v_tile(st) + c * C::kBlockK * 128, &maps.v, sm.v_full(st), c * 64, k_row,
+                    hk, b);
+    }
+  }
+}
+
 // One arrival per consumer warp (the empty barriers count warps) once its wgmmas are done.
 __device__ __forceinline__ void sm90_release(u32 bar, int lane) {
   if (lane == 0) mbar_arrive(bar);
@@ -262,11 +291,12 @@ __device__ __forceinline__ void sm90_release(u32 bar, int lane) {
 
 // Writes one consumer warpgroup's 64 finished rows: fragments -> its own rows of the Q tile
 // (same swizzle: the 4-byte writes of a warp hit 32 distinct banks) -> 16-byte global stores.
+// One block per item only: the Q tile is never reloaded.
 template <class C>
-__device__ __forceinline__ void sm90_store_o(const float (&o)[1][C::kDTiles][4],
-                                             const RowState (&rows)[1][2], unsigned char* sQ,
-                                             u16* gO, i64 o_stride_s, int valid_q, int cwg,
-                                             int warp_row0, int lane) {
+__device__ __forceinline__ void sm90_store_o_staged(const float (&o)[1][C::kDTiles][4],
+                                                    const RowState (&rows)[1][2], unsigned char* sQ,
+                                                    u16* gO, i64 o_stride_s, int valid_q, int cwg,
+                                                    int warp_row0, int lane) {
   const u32 bar = 3 + cwg;
   named_bar_sync(bar, 128);  // every wgmma of the warpgroup (reading its Q rows) is done
 #pragma unroll
@@ -291,11 +321,38 @@ __device__ __forceinline__ void sm90_store_o(const float (&o)[1][C::kDTiles][4],
   }
 }
 
-// Consumer warpgroup cwg: rows 64 cwg .. 64 cwg + 63 of the block.
+// Persistent blocks: fragments straight to global memory (4 bytes per lane and 8-column tile;
+// a quad writes 16 contiguous bytes of a row), so the Q tile is not needed for the epilogue and
+// the next item's Q may already be landing in it.
 template <class C>
-__device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90Smem<C>& sm,
-                                             const Sm90Block& blk, unsigned char* sQ_ptr) {
-  if constexpr (C::kRegSplit) setmaxnreg_inc<C::kConsumerRegs>();
+__device__ __forceinline__ void sm90_store_o_direct(const float (&o)[1][C::kDTiles][4],
+                                                    const RowState (&rows)[1][2], u16* gO,
+                                                    i64 o_stride_s, int valid_q, int warp_row0,
+                                                    int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = warp_row0 + (lane >> 2) + half * 8;  // row in the block
+    if (r >= valid_q) continue;
+    u16* row = gO + r * o_stride_s + (lane & 3) * 2;
+    const float inv = rows[0][half].out_scale;
+#pragma unroll
+    for (int dt = 0; dt < C::kDTiles; ++dt)
+      *reinterpret_cast<u32*>(row + dt * 8) =
+          pack2<C::kElem>(o[0][dt][2 * half] * inv, o[0][dt][2 * half + 1] * inv);
+  }
+}
+
+// Running positions of a consumer in the producer's streams (same order, same counts).
+struct Sm90Cursor {
+  u32 kv = 0;       // K/V tiles consumed so far
+  u32 q_loads = 0;  // Q tiles consumed so far
+};
+
+// One work item of consumer warpgroup cwg: rows 64 cwg .. 64 cwg + 63 of its q block.
+template <class C>
+__device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const Sm90Smem<C>& sm,
+                                                  const Sm90Block& blk, Sm90Cursor& cur,
+                                                  unsigned char* sQ_ptr) {
   const int ctid = threadIdx.x - 128, lane = ctid & 31, warp = ctid >> 5;
   const int cwg = warp / 4, warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + cwg * 64 * 128;
@@ -315,13 +372,13 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
   float alpha[2];
   u32 pa[C::kBlockK / 16][4];
   // Ping-pong: warpgroup g issues its GEMMs after syncing on barrier 1 + g, then lets the
-  // other one go (arrive on 2 - g). Warpgroup 1 opens the first turn for warpgroup 0 and skips
-  // its last hand-over, so every arrival meets a sync.
+  // other one go (arrive on 2 - g). Both take the same number of turns per item, so the
+  // alternation runs on across items (sm90_consume opens and closes it).
   auto turn_begin = [&]() {
     if (C::kPingPong) named_bar_sync(1 + cwg, 256);
   };
-  auto turn_end = [&](int t) {
-    if (C::kPingPong && !(cwg == 1 && t == tiles - 1)) named_bar_arrive(2 - cwg, 256);
+  auto turn_end = [&]() {
+    if (C::kPingPong) named_bar_arrive(2 - cwg, 256);
   };
   auto to_log2 = [&](int t) {
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
@@ -330,30 +387,33 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
     else if (!fold)  // folded plain logits need nothing until the exponent
       logits_to_log2<C, false>(s, p, ctx, blk.mask, seq, k0, lane);
   };
+  // Ring slot and phase parity of the item's tile t.
+  auto slot = [&](int t) { return int((cur.kv + t) % C::kStages); };
+  auto phase = [&](int t) { return ((cur.kv + t) / C::kStages) & 1; };
 
   if (tiles > 0) {
-    if (C::kPingPong && cwg == 1) named_bar_arrive(1, 256);
-    sm90_acquire(sm.q_full(), 0);
+    mbar_wait(sm.q_full(), cur.q_loads & 1);
     // Tile 0 alone: S(0), softmax, P(0).
-    sm90_acquire(sm.k_full(0), 0);
+    mbar_wait(sm.k_full(slot(0)), phase(0));
     turn_begin();
     zero<C::kNTiles>(s);
     wgmma_fence();
-    qk_issue<C>(s, sQ_wg, sm.k_tile(0));
+    qk_issue<C>(s, sQ_wg, sm.k_tile(slot(0)));
     wgmma_commit();
-    turn_end(0);
+    turn_end();
     wgmma_wait<0>();
     fence_operands<C::kNTiles * 4>(&s[0][0][0]);
-    sm90_release(sm.k_empty(0), lane);
+    sm90_release(sm.k_empty(slot(0)), lane);
+    if (tiles == 1) sm90_release(sm.q_empty(), lane);  // the last S of the item is done
     logits_to_log2<C, true>(s, p, ctx, blk.mask, seq, i64(blk.keys.tile_begin) * C::kBlockK, lane);
     softmax_deferred<C>(s, rows, alpha, exp_scale);
     pack_p<C>(pa, s);
     // Steady state: S(t) on the tensor cores, then P(t-1) V(t-1) behind it; the softmax of
     // S(t) runs while P V still accumulates.
     for (int t = 1; t < tiles; ++t) {
-      const int st = t % C::kStages, pst = (t - 1) % C::kStages;
-      sm90_acquire(sm.k_full(st), (t / C::kStages) & 1);
-      sm90_acquire(sm.v_full(pst), ((t - 1) / C::kStages) & 1);
+      const int st = slot(t), pst = slot(t - 1);
+      mbar_wait(sm.k_full(st), phase(t));
+      mbar_wait(sm.v_full(pst), phase(t - 1));
       turn_begin();
       zero<C::kNTiles>(s);
       wgmma_fence();
@@ -361,10 +421,11 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
       wgmma_commit();
       pv_issue<C>(o, pa, sm.v_tile(pst));
       wgmma_commit();
-      turn_end(t);
+      turn_end();
       wgmma_wait<1>();  // S(t) done, P V may still run
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);
       sm90_release(sm.k_empty(st), lane);
+      if (t == tiles - 1) sm90_release(sm.q_empty(), lane);
       to_log2(t);
       softmax_deferred<C>(s, rows, alpha, exp_scale);
       wgmma_wait<0>();
@@ -373,26 +434,54 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90
       rescale_o<C>(o, alpha);
       pack_p<C>(pa, s);
     }
-    const int last = (tiles - 1) % C::kStages;
-    sm90_acquire(sm.v_full(last), ((tiles - 1) / C::kStages) & 1);
+    const int last = slot(tiles - 1);
+    mbar_wait(sm.v_full(last), phase(tiles - 1));
     wgmma_fence();
     pv_issue<C>(o, pa, sm.v_tile(last));
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands<C::kDTiles * 4>(&o[0][0][0]);
+    sm90_release(sm.v_empty(last), lane);
+    cur.kv += tiles;
+    ++cur.q_loads;
   }
 
   finish_rows<C>(rows, p, blk.h);
   write_lse<C>(rows, p, seq, blk.h, blk.q0, warp_row0, lane);
   u16* gO = static_cast<u16*>(p.out) + seq.b * p.o_stride_b +
             (seq.q_begin + blk.q0) * p.o_stride_s + blk.h * p.o_stride_h;
-  sm90_store_o<C>(o, rows, sQ_ptr, gO, p.o_stride_s, blk.valid_q, cwg, warp_row0, lane);
+  if constexpr (C::kPersistent)
+    sm90_store_o_direct<C>(o, rows, gO, p.o_stride_s, blk.valid_q, warp_row0, lane);
+  else
+    sm90_store_o_staged<C>(o, rows, sQ_ptr, gO, p.o_stride_s, blk.valid_q, cwg, warp_row0, lane);
+}
+
+// Consumer warpgroups: every work item of the block, in the producer's order.
+template <class C>
+__device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90Smem<C>& sm,
+                                             unsigned char* sQ_ptr) {
+  if constexpr (C::kRegSplit) setmaxnreg_inc<C::kConsumerRegs>();
+  const int cwg = (threadIdx.x - 128) / 128;
+  // Warpgroup 1 opens the first turn for warpgroup 0; warpgroup 0 takes warpgroup 1's last
+  // hand-over at the end, so every arrival meets a sync.
+  if (C::kPingPong && cwg == 1) named_bar_arrive(1, 256);
+  const i64 total = sm90_total_items<C>(p);
+  Sm90Cursor cur;
+  for (int n = 0;; ++n) {
+    const i64 item = sm90_item<C>(total, n);
+    if (item < 0) break;
+    Sm90Block blk;
+    if (sm90_block<C>(p, item, blk)) sm90_consume_item<C>(p, sm, blk, cur, sQ_ptr);
+  }
+  if (C::kPingPong && cwg == 0) named_bar_sync(1, 256);
 }
 
 template <class C>
-__device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p) {
+__device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p,
+                                               const FlashFwdTensorMaps& maps) {
   extern __shared__ __align__(128) unsigned char smem_raw[];  // same declaration as sm80
-  // Swizzle atoms must be 1024-byte aligned; the geometry reserves the slack.
+  // Swizzle atoms (and TMA's 128-byte-swizzled boxes) must be 1024-byte aligned; the geometry
+  // reserves the slack.
   const u32 raw_addr = smem_addr(smem_raw);
   const u32 base = (raw_addr + 1023u) & ~1023u;
   Sm90Smem<C> sm;
@@ -401,31 +490,24 @@ __device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p) {
   sm.v = sm.k + C::kStages * C::kKVBytes;
   sm.bars = sm.v + C::kStages * C::kKVBytes;
 
-  Sm90Block blk;
-  blk.seq = sequence_span(p, blockIdx.z);
-  const int q_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
-  blk.q0 = i64(q_block) * C::kBlockQ;
-  if (blk.q0 >= blk.seq.len_q) return;  // whole block: before any barrier
-  blk.h = blockIdx.y;
-  blk.hk = blk.h / (p.heads_q / p.heads_kv);
-  blk.valid_q = int(min_of<i64>(C::kBlockQ, blk.seq.len_q - blk.q0));
-  blk.mask = variant_mask<C>(p);
-  blk.keys = key_range<C>(blk.mask, blk.q0, blk.seq.len_k);
-
   if (threadIdx.x == 0) {
-    mbar_init(sm.q_full(), 128);
+    // Full barriers: the producer's one arrival (with the byte count); empty barriers: every
+    // consumer warp.
+    mbar_init(sm.q_full(), 1);
+    mbar_init(sm.q_empty(), 4 * C::kConsumers);
     for (int st = 0; st < C::kStages; ++st) {
-      mbar_init(sm.k_full(st), 128);  // every producer thread arrives
-      mbar_init(sm.v_full(st), 128);
-      mbar_init(sm.k_empty(st), 4 * C::kConsumers);  // every consumer warp arrives
+      mbar_init(sm.k_full(st), 1);
+      mbar_init(sm.v_full(st), 1);
+      mbar_init(sm.k_empty(st), 4 * C::kConsumers);
       mbar_init(sm.v_empty(st), 4 * C::kConsumers);
     }
+    fence_mbarrier_init();  // the TMA unit (async proxy) completes transactions on them
   }
   __syncthreads();
   if (threadIdx.x < 128)
-    sm90_produce<C>(p, sm, blk);
+    sm90_produce<C>(p, maps, sm);
   else
-    sm90_consume<C>(p, sm, blk, smem_raw + (base - raw_addr));
+    sm90_consume<C>(p, sm, smem_raw + (base - raw_addr));
 }
 
 }  // namespace ejk::cuda

@@ -10,6 +10,7 @@ namespace ejk::cuda {
 // against the device it runs on.
 constexpr i64 kMaxSmemSm80 = 163 * 1024;
 constexpr i64 kMaxSmemSm90 = 227 * 1024;
+constexpr i64 kElemBytesOf16Bit = 2;  // the CUDA kernels take bf16 / f16 tensors
 
 // sm_80 family (mma.sync + ldmatrix + cp.async): each warp owns rows_per_warp query rows
 // (one or two 16-row mma tiles), so block_q / rows_per_warp warps; K/V tiles of block_k keys
@@ -52,20 +53,31 @@ struct FlashFwdSm80Geometry {
   EJK_HD i64 grid_z(const FlashFwdParams& p) const { return p.batch; }
 };
 
-// sm_90a family (wgmma, warp-specialized): one producer warpgroup (cp.async into a 2-4 stage
-// K/V ring, completion on mbarriers) and block_q / 64 (1-3) consumer warpgroups, each owning
-// 64 query rows: S = Q K^T with both operands in shared memory, O += P V with P from
-// registers. Tiles are stored 128-byte swizzled (no padding): [head_dim / 64 column
-// blocks][rows][64 elements]; the O tile is staged in the Q tile's space. The mbarriers sit
-// after the V ring.
+// sm_90a family (wgmma, warp-specialized): one producer warpgroup, of which one thread issues
+// TMA copies (cp.async.bulk.tensor) of Q and of K/V tiles into a 2-4 stage ring, completion on
+// mbarriers, and block_q / 64 (1-3) consumer warpgroups, each owning 64 query rows: S = Q K^T
+// with both operands in shared memory, O += P V with P from registers. Tiles are stored
+// 128-byte swizzled (no padding): [head_dim / 64 column blocks][rows][64 elements], which is
+// what one TMA box of {64 elements, rows} with SWIZZLE_128B writes. The mbarriers sit after the
+// V ring.
+//
+// Work items are (q block, q head, sequence). One block per item, or (persistent) one block per
+// SM looping over items, the producer loading the next item's Q and K/V while the consumers
+// finish the last one (their output then goes straight from registers to global memory, so the
+// Q tile is free as soon as the last S = Q K^T is done).
+enum class Sm90Schedule : int { by_default = 0, per_item = 1, persistent = 2 };
+
 struct FlashFwdSm90Geometry {
   i64 head_dim, block_q, block_k;
   i64 stages_override = 0;  // 0: the default below (what keys build)
+  Sm90Schedule schedule_override = Sm90Schedule::by_default;
 
   static constexpr i64 kMaxStages = 4;
   static constexpr i64 kElemBytes = 2;
   static constexpr i64 kAlignSlack = 1024;  // dynamic smem is aligned up to a swizzle atom
-  static constexpr i64 kBarrierBytes = 8 * (1 + 4 * kMaxStages);  // Q + full/empty x K/V
+  // Q full/empty + full/empty x K/V per stage.
+  static constexpr i64 kBarrierBytes = 8 * (2 + 4 * kMaxStages);
+  static constexpr i64 kTmaBoxCols = 64;  // one 128-byte swizzle row of 16-bit elements
 
   constexpr i64 consumer_warpgroups() const { return block_q / 64; }
   constexpr i64 warps() const { return 4 * (consumer_warpgroups() + 1); }
@@ -84,6 +96,14 @@ struct FlashFwdSm90Geometry {
     return 2;
   }
   constexpr i64 smem_bytes() const { return smem_bytes_for(stages()); }
+  // Persistent where a block fills an SM's shared memory (one block per SM, so the grid is the
+  // SM count), except at head_dim 128, where the persistent kernel measured 1-5% slower for
+  // S >= 4k (and 1-7% faster below; runs 21-23, NOTES.md v9); tuning runs may ask either way.
+  constexpr bool persistent() const {
+    if (schedule_override != Sm90Schedule::by_default)
+      return schedule_override == Sm90Schedule::persistent;
+    return 2 * smem_bytes() > kMaxSmemSm90 && head_dim != 128;
+  }
   constexpr bool valid() const {
     // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per
     // loaded byte) only at head_dim 64, where 160 registers per consumer hold S, P and O.
@@ -92,10 +112,77 @@ struct FlashFwdSm90Geometry {
            (block_k == 64 || block_k == 128) && stages() >= 2 && stages() <= kMaxStages &&
            smem_bytes() <= kMaxSmemSm90;
   }
-  EJK_HD i64 grid_x(const FlashFwdParams& p) const { return ceil_div(p.seqlen_q, block_q); }
-  EJK_HD i64 grid_y(const FlashFwdParams& p) const { return p.heads_q; }
-  EJK_HD i64 grid_z(const FlashFwdParams& p) const { return p.batch; }
+  // Work items: (q block, q head, sequence), q blocks fastest so that neighbouring blocks
+  // share K/V in L2 (flash_fwd_sm90.cuh decodes an item the same way).
+  i64 q_blocks(const FlashFwdParams& p) const { return ceil_div(p.seqlen_q, block_q); }
+  i64 work_items(const FlashFwdParams& p) const {
+    return q_blocks(p) * p.heads_q * p.batch;
+  }
+  // Per item: (q blocks, heads, sequences); persistent: one block per SM, at most one per item.
+  i64 grid_x(const FlashFwdParams& p, i64 sm_count) const {
+    return persistent() ? min_of(work_items(p), sm_count) : q_blocks(p);
+  }
+  i64 grid_y(const FlashFwdParams& p) const { return persistent() ? 1 : p.heads_q; }
+  i64 grid_z(const FlashFwdParams& p) const { return persistent() ? 1 : p.batch; }
 };
+
+// The 128-byte tensor-map object of the driver (CUtensorMap: 16 opaque 64-bit words, 64-byte
+// aligned), spelled without cuda.h so that device code under NVRTC and the dlopen-based host
+// runtime share it. Built on the host (cuTensorMapEncodeTiled), passed by value as a
+// __grid_constant__ kernel argument; the TMA unit reads it from the parameter space.
+struct alignas(64) TmaDescriptor {
+  u64 opaque[16];
+};
+static_assert(sizeof(TmaDescriptor) == 128, "CUtensorMap is 128 bytes");
+
+// Second kernel argument of every flash forward kernel (one signature for both families; the
+// sm80 family ignores it and gets zeros).
+struct FlashFwdTensorMaps {
+  TmaDescriptor q, k, v;
+};
+
+// What the host encodes for one of q / k / v: a 4-D view (head_dim, rows, heads, batch) of the
+// user's tensor with its strides, and a box of {64 columns, tile rows}. Dense: rows are the
+// sequence (the TMA zero-fills past its end). Varlen: rows are the packed tokens and batch is
+// 1; rows past a sequence's end read the next sequence's (finite) values, which the mask turns
+// into P = 0 exactly, so they contribute nothing (kernel: tile_needs_mask, k < len_k).
+struct TmaTensorView {
+  const void* base;
+  u64 dims[4];     // elements: head_dim, rows, heads, batch
+  u64 strides[3];  // bytes between rows, heads, batches (multiples of 16, < 2^40)
+  u32 box[4];      // elements: 64, tile rows, 1, 1
+};
+
+enum class FlashTensor : int { q = 0, k = 1, v = 2 };
+
+inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor which,
+                                        const FlashFwdSm90Geometry& g) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const bool is_q = which == FlashTensor::q;
+  const i64 rows = varlen ? (is_q ? p.total_q : p.total_k) : (is_q ? p.seqlen_q : p.seqlen_k);
+  const i64 heads = is_q ? p.heads_q : p.heads_kv;
+  const i64 batch = varlen ? 1 : p.batch;
+  const i64 sb = which == FlashTensor::q ? p.q_stride_b : which == FlashTensor::k ? p.k_stride_b : p.v_stride_b;
+  const i64 ss = which == FlashTensor::q ? p.q_stride_s : which == FlashTensor::k ? p.k_stride_s : p.v_stride_s;
+  const i64 sh = which == FlashTensor::q ? p.q_stride_h : which == FlashTensor::k ? p.k_stride_h : p.v_stride_h;
+  // A stride of a size-1 axis is never followed: any legal value (one row) stands in for the
+  // 0 or unused value the caller may pass there.
+  auto legal = [&](i64 stride, i64 size) { return size == 1 ? ss : stride; };
+  TmaTensorView v{};
+  v.base = which == FlashTensor::q ? p.q : which == FlashTensor::k ? p.k : p.v;
+  v.dims[0] = u64(p.head_dim);
+  v.dims[1] = u64(rows);
+  v.dims[2] = u64(heads);
+  v.dims[3] = u64(batch);
+  v.strides[0] = u64(ss * kElemBytesOf16Bit);
+  v.strides[1] = u64(legal(sh, heads) * kElemBytesOf16Bit);
+  v.strides[2] = u64(legal(sb, batch) * kElemBytesOf16Bit);
+  v.box[0] = u32(FlashFwdSm90Geometry::kTmaBoxCols);
+  v.box[1] = u32(is_q ? g.block_q : g.block_k);
+  v.box[2] = 1;
+  v.box[3] = 1;
+  return v;
+}
 
 // Which family a key's kernel is: sm90a keys whose tile shape the wgmma family supports use it,
 // every other key the sm80 family (mma.sync runs on sm_80 and newer).
@@ -105,7 +192,7 @@ constexpr bool flash_fwd_uses_wgmma(bool sm90a, i64 head_dim, i64 block_q, i64 b
 
 // Launch facts of a key, whichever family builds it.
 struct FlashFwdLaunchFacts {
-  bool wgmma;
+  bool wgmma;       // the sm90a family: TMA tensor maps, maybe a persistent grid
   bool valid;       // false: no family can build this tile shape
   i64 threads;
   i64 smem_bytes;   // dynamic shared memory

@@ -123,12 +123,6 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N> __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Makes this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
-// async proxy (wgmma operand reads); each writer fences before the barrier.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // --- sm_90a: warp specialization support -----------------------------------------------------
 
 // mbarrier (shared-memory transaction barrier) at shared address `bar`. A phase completes when
@@ -150,12 +144,36 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
       "r"(parity)
       : "memory");
 }
-// One arrival on `bar` once every cp.async this thread issued so far has landed; the arrival
-// is not pre-counted (.noinc), so the barrier's count includes it.
-__device__ __forceinline__ void cp_async_arrive_noinc(u32 bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+// One arrival that also raises the phase's expected transaction count by `bytes`: the phase
+// completes once the arrivals are in and that many bytes of bulk copies have landed.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
 }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// --- sm_90: the tensor memory accelerator (TMA) ----------------------------------------------
+
+// Fetches the tensor map (a __grid_constant__ kernel argument) ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+// Copies the box at element coordinates (c0..c3) of a 4-D tensor map into shared memory at
+// `dst` (1024-byte aligned for the 128-byte swizzle), counting its bytes on mbarrier `bar`.
+// Elements outside the tensor arrive as zeros (and still count).
+__device__ __forceinline__ void tma_load_4d(u32 dst, const void* map, u32 bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// Makes mbarrier initialisation visible to the async proxy (TMA completes transactions on
+// the barriers), before the block-wide barrier that publishes them to the other threads.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 
 // Named barriers (ids 1..15; 0 is __syncthreads): `count` threads, a multiple of 32, of which
 // some may only arrive (producer side) while the others sync (wait).
