@@ -13,17 +13,20 @@
 namespace {
 using namespace ejk::check;
 
-// The sm_90a family's tile configs that were the best in some row of run 14, plus block_q 192
-// at head_dim 64. The sm80 family's configs were measured in runs 1-3 (bench/cuda/NOTES.md);
-// the others of run 14 (D=128 bk64, two stages) lost in every row at S >= 4k.
+// The sm_90a family's default keys' tile configs (by_default schedule: persistent except at
+// head_dim 128) and the alternatives that were the best in some row of runs 18-23. The sm80
+// family's configs were measured in runs 1-3 (bench/cuda/NOTES.md).
 std::vector<Variant> bench_variants() {
+  constexpr ejk::cuda::Sm90Schedule kPersist = ejk::cuda::Sm90Schedule::persistent;
   return {
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
-      variant_sm90<Elem::bf16, 64, 192, 64, kPlain>(),   variant_sm90<Elem::bf16, 64, 192, 64, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal>(),
+      // persistent at head_dim 128: the faster one at S <= 2k (causal: <= 4k)
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal>(),
-      // without ping-pong: the best D=256 config at S <= 4k in run 14
+      // without ping-pong: within noise of the default in runs 21-23
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal, false>(),
   };
 }
@@ -50,11 +53,12 @@ float median_ms(const Variant& v, const ejk::FlashFwdParams& p) {
   cudaEvent_t a, b;
   CUDA_OK(cudaEventCreate(&a));
   CUDA_OK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch(v, p);
+  const Prepared pre = prepare(v, p);
+  for (int i = 0; i < 3; ++i) launch(v, p, pre);
   std::vector<float> t;
   for (int i = 0; i < 15; ++i) {
     CUDA_OK(cudaEventRecord(a));
-    launch(v, p);
+    launch(v, p, pre);
     CUDA_OK(cudaEventRecord(b));
     CUDA_OK(cudaEventSynchronize(b));
     float ms = 0;

@@ -36,12 +36,16 @@ if [[ $what == check || $what == all ]]; then
   ok=1
   timeout 120 $bin check 20261121 > "$out/check.txt" || ok=0
   grep -v '^PASS' "$out/check.txt" || true
-  timeout 120 $bin check $RANDOM > "$out/check_random.txt" || ok=0
+  # Persistent kernels on 3 blocks: every block loops over many work items (ring and Q
+  # barrier phases across items, ping-pong across items) even on these small problems.
+  EJK_PERSISTENT_GRID=3 timeout 180 $bin check $RANDOM > "$out/check_random.txt" || ok=0
   grep -v '^PASS' "$out/check_random.txt" || true
   [[ $ok == 1 ]] || { echo "CHECK FAILED: not timing anything"; exit 1; }
-  # memcheck on three wgmma variants (index 12 on in check_variants; the mma.sync family was
-  # checked in runs 1-9 and is unchanged)
-  timeout 120 compute-sanitizer --tool memcheck --print-limit 5 $bin check 8 3 12 | tail -2 || echo "compute-sanitizer: failed or unavailable"
+  # memcheck on three wgmma variants (index 12 on in check_variants: two with a block per item,
+  # one persistent; the mma.sync family was checked in runs 1-9 and is unchanged), racecheck on
+  # two persistent ones (causal snake order; one consumer warpgroup), persistent grids of 5
+  EJK_PERSISTENT_GRID=5 timeout 150 compute-sanitizer --tool memcheck --print-limit 5 $bin check 8 3 12 | tail -2 || echo "compute-sanitizer: failed or unavailable"
+  EJK_PERSISTENT_GRID=5 timeout 150 compute-sanitizer --tool racecheck --print-limit 5 $bin check 9 2 15 | tail -2 || echo "compute-sanitizer: failed or unavailable"
 fi
 # The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel.
 "$bindir"/runtime_smoke run | tee "$out/runtime_smoke.txt"

@@ -139,6 +139,8 @@ inline FlashFwdParams params_for(const Problem& pr, FlashFwdParams p, float scal
   p.batch = pr.batch;
   p.seqlen_q = pr.seqlen_q;
   p.seqlen_k = pr.seqlen_k;
+  p.total_q = pr.total_q();
+  p.total_k = pr.total_k();
   p.heads_q = Hq;
   p.heads_kv = Hkv;
   p.head_dim = D;

@@ -164,7 +164,7 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng) {
   p.bias = s.bias ? bias.as<void>() : nullptr;
   p.softmax_aux = s.sinks ? aux.as<float>() : nullptr;
   p = check::params_for(pr, p, scale);
-  launch_flash_fwd(kernel, flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p), p, dev);
+  launch_flash_fwd(kernel, flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count), p, dev);
   d.check(d.cuCtxSynchronize(), "running the kernel");
   std::vector<uint16_t> out_bits(out_n);
   std::vector<float> lse_h(lse_n);

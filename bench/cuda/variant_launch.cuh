@@ -31,16 +31,19 @@ using ejk::cuda::FlashFlags;
     }                                                                                   \
   } while (0)
 
+// Both families take the tensor maps (one signature, as the template generates it).
 template <class C>
-__global__ void __launch_bounds__(C::kThreads) flash_kernel(const __grid_constant__ ejk::FlashFwdParams p) {
+__global__ void __launch_bounds__(C::kThreads) flash_kernel(const __grid_constant__ ejk::FlashFwdParams p,
+                                                            const __grid_constant__ ejk::cuda::FlashFwdTensorMaps) {
   ejk::cuda::flash_fwd_sm80<C>(p);
 }
 
 // (threads, 1): the register cap at entry that setmaxnreg needs (HOPPER.md).
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 1) flash_kernel_sm90(const __grid_constant__ ejk::FlashFwdParams p) {
+__global__ void __launch_bounds__(C::kThreads, 1) flash_kernel_sm90(const __grid_constant__ ejk::FlashFwdParams p,
+                                                                    const __grid_constant__ ejk::cuda::FlashFwdTensorMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  ejk::cuda::flash_fwd_sm90<C>(p);
+  ejk::cuda::flash_fwd_sm90<C>(p, maps);
 #else
   __trap();  // wgmma needs sm_90a; the check only launches these on such a device
 #endif
@@ -57,6 +60,8 @@ struct Variant {
   bool sm90 = false;  // the wgmma family
   bool pingpong = true;  // wgmma family: consumer warpgroups alternate their GEMMs
   int stages = 0;  // wgmma family: K/V ring depth when not the default
+  ejk::cuda::Sm90Schedule schedule = ejk::cuda::Sm90Schedule::by_default;  // wgmma family
+  bool persistent = false;  // what the schedule (or the geometry's default) makes it
   std::string name() const {
     std::string n = std::string(f16 ? "f16" : "bf16") + ".d" + std::to_string(head_dim) +
                     ".bq" + std::to_string(block_q) + ".bk" + std::to_string(block_k);
@@ -69,6 +74,7 @@ struct Variant {
     if (sm90) n += ".wgmma";
     if (sm90 && !pingpong) n += ".nopp";
     if (stages) n += ".st" + std::to_string(stages);
+    if (schedule != ejk::cuda::Sm90Schedule::by_default) n += persistent ? ".persist" : ".per_item";
     return n;
   }
 };
@@ -82,23 +88,96 @@ inline Variant variant() {
   return {E == Elem::f16, D, Br, Bc, F, k, C::kThreads, smem, int(C::kGeometry.rows_per_warp())};
 }
 
-template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPong = true, int kStages = 0>
+template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPong = true, int kStages = 0,
+          ejk::cuda::Sm90Schedule kSchedule = ejk::cuda::Sm90Schedule::by_default>
 inline Variant variant_sm90() {
-  using C = ejk::cuda::FlashFwdSm90Config<E, D, Br, Bc, F, kPingPong, kStages>;
+  using C = ejk::cuda::FlashFwdSm90Config<E, D, Br, Bc, F, kPingPong, kStages, kSchedule>;
   const void* k = reinterpret_cast<const void*>(&flash_kernel_sm90<C>);
   const int smem = int(C::kGeometry.smem_bytes());
   CUDA_OK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  return {E == Elem::f16, D, Br, Bc, F, k, C::kThreads, smem, 16, true, kPingPong, kStages};
+  Variant v{E == Elem::f16, D, Br, Bc, F, k, C::kThreads, smem, 16, true, kPingPong, kStages};
+  v.schedule = kSchedule;
+  v.persistent = C::kPersistent;
+  return v;
 }
 
 constexpr FlashFlags kPlain{};
 constexpr FlashFlags kCausal{.causal = true};
 
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda).
+using EncodeTiledFn = int (*)(void* map, int dtype, unsigned rank, void* addr, const ejk::u64* dims,
+                              const ejk::u64* strides, const unsigned* box, const unsigned* elem_strides,
+                              int interleave, int swizzle, int l2_promotion, int oob_fill);
+
+inline EncodeTiledFn encode_tiled() {
+  static EncodeTiledFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    CUDA_OK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    if (p == nullptr) {
+      std::fprintf(stderr, "cuTensorMapEncodeTiled not found in the driver\n");
+      std::exit(2);
+    }
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+// Persistent grids take one block per SM; EJK_PERSISTENT_GRID=n caps that (the check runs
+// with a small n so that every block loops over many work items even on small problems).
+inline int sm_count() {
+  static int n = [] {
+    if (const char* cap = std::getenv("EJK_PERSISTENT_GRID")) return std::atoi(cap);
+    int dev = 0, c = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
+    return c;
+  }();
+  return n;
+}
+
+// The launch of one variant on one problem: grid and (wgmma family) tensor maps, prepared
+// outside any timed region.
+struct Prepared {
+  dim3 grid;
+  ejk::cuda::FlashFwdTensorMaps maps{};
+};
+
+inline Prepared prepare(const Variant& v, const ejk::FlashFwdParams& p) {
+  Prepared r;
+  if (!v.sm90) {
+    const ejk::cuda::FlashFwdSm80Geometry g{v.head_dim, v.block_q, v.block_k, v.rows_per_warp};
+    r.grid = dim3(unsigned(g.grid_x(p)), unsigned(g.grid_y(p)), unsigned(g.grid_z(p)));
+    return r;
+  }
+  const ejk::cuda::FlashFwdSm90Geometry g{v.head_dim, v.block_q, v.block_k, v.stages, v.schedule};
+  r.grid = dim3(unsigned(g.grid_x(p, sm_count())), unsigned(g.grid_y(p)), unsigned(g.grid_z(p)));
+  using ejk::cuda::FlashTensor;
+  ejk::cuda::TmaDescriptor* maps[] = {&r.maps.q, &r.maps.k, &r.maps.v};
+  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v}) {
+    const ejk::cuda::TmaTensorView tv = ejk::cuda::flash_fwd_tma_view(p, t, g);
+    const unsigned ones[4] = {1, 1, 1, 1};
+    // uint16 (the copy moves bits), no interleave, 128-byte swizzle, 256-byte L2 promotion,
+    // zero fill out of bounds.
+    const int rc = encode_tiled()(maps[int(t)], 1, 4, const_cast<void*>(tv.base), tv.dims, tv.strides,
+                                  tv.box, ones, 0, 3, 3, 0);
+    if (rc != 0) {
+      std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for tensor %d\n", rc, int(t));
+      std::exit(2);
+    }
+  }
+  return r;
+}
+
+inline void launch(const Variant& v, const ejk::FlashFwdParams& p, const Prepared& pre,
+                   cudaStream_t stream = 0) {
+  void* args[] = {const_cast<ejk::FlashFwdParams*>(&p),
+                  const_cast<ejk::cuda::FlashFwdTensorMaps*>(&pre.maps)};
+  CUDA_OK(cudaLaunchKernel(v.kernel, pre.grid, dim3(v.threads), args, size_t(v.smem), stream));
+}
+
 inline void launch(const Variant& v, const ejk::FlashFwdParams& p, cudaStream_t stream = 0) {
-  const ejk::cuda::FlashFwdSm80Geometry g{v.head_dim, v.block_q, v.block_k, v.rows_per_warp};
-  const dim3 grid(unsigned(g.grid_x(p)), unsigned(g.grid_y(p)), unsigned(g.grid_z(p)));
-  void* args[] = {const_cast<ejk::FlashFwdParams*>(&p)};
-  CUDA_OK(cudaLaunchKernel(v.kernel, grid, dim3(v.threads), args, size_t(v.smem), stream));
+  launch(v, p, prepare(v, p), stream);
 }
 
 }  // namespace ejk::check
