@@ -8,6 +8,9 @@
 #include <map>
 #include <mutex>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "cache/disk_cache.h"
 #include "cache/get_or_build.h"
 #include "ejk/core/error.h"
@@ -23,6 +26,18 @@
 namespace ejk::detail {
 namespace {
 
+// Linux hands the AMX tile state to a process only on request (arch_prctl
+// ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); amx-target kernels carry no fallback engine, so a
+// host whose OS refuses counts as lacking amx-tile.
+bool os_grants_amx_tiles() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 // __builtin_cpu_supports needs literal names, hence a table.
 bool host_has(std::string_view feature) {
   __builtin_cpu_init();
@@ -30,7 +45,7 @@ bool host_has(std::string_view feature) {
       {"avx512f", __builtin_cpu_supports("avx512f")},   {"avx512bw", __builtin_cpu_supports("avx512bw")},
       {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512dq", __builtin_cpu_supports("avx512dq")},
       {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
-      {"amx-tile", __builtin_cpu_supports("amx-tile")}, {"amx-bf16", __builtin_cpu_supports("amx-bf16")},
+      {"amx-tile", __builtin_cpu_supports("amx-tile") && os_grants_amx_tiles()}, {"amx-bf16", __builtin_cpu_supports("amx-bf16")},
       {"avx2", __builtin_cpu_supports("avx2")},         {"fma", __builtin_cpu_supports("fma")},
       {"f16c", __builtin_cpu_supports("f16c")},         {"sse4.2", __builtin_cpu_supports("sse4.2")},
   };

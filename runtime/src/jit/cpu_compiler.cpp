@@ -72,6 +72,10 @@ std::vector<std::string> common_flags() {
           // The driver adds these at -O2 and above; cc1 alone would not vectorize.
           "-vectorize-loops",
           "-vectorize-slp",
+          // Loops that need unrolling (register tiles, transposes) say so with
+          // #pragma GCC unroll, as GCC -O3 (the AOT build) also needs; clang's own unrolling
+          // of every other loop cost a third of an AMX variant's compile and gained nothing.
+          "-fno-unroll-loops",
           // JITLink may place code anywhere; PIC avoids 32-bit absolute relocations.
           "-mrelocation-model",
           "pic",

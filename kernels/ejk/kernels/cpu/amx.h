@@ -111,6 +111,7 @@ template <int S, int... L> EJK_HD v16u swap_high(v16u a, v16u b, Lanes<L...>) {
   return __builtin_shufflevector(a, b, ((L & S) ? 16 + L : L + S)...);
 }
 template <int S> EJK_HD void transpose_stage(v16u* r) {
+#pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) {
     if (i & S) continue;
     const v16u lo = swap_low<S>(r[i], r[i + S], Lanes16{});

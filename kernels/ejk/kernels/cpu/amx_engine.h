@@ -94,11 +94,13 @@ template <class Cfg> struct AmxEngine {
     for (int i0 = 0; i0 < BQ; i0 += 16)
       for (int p0 = 0; p0 < D / 2; p0 += 16) {
         amx::v16u r[16];
+#pragma GCC unroll 16
         for (int i = 0; i < 16; ++i) {
           r[i] = amx::v16u{};
           if (i0 + i < rows) __builtin_memcpy(&r[i], q + (i0 + i) * q_stride + 2 * p0, 64);
         }
         amx::transpose16(r);
+#pragma GCC unroll 16
         for (int p = 0; p < 16; ++p) __builtin_memcpy(out + (p0 + p) * BQ + i0, &r[p], 64);
       }
   }
@@ -176,6 +178,7 @@ template <class Cfg> struct AmxEngine {
       vf sum = vf{};
       for (int j0 = 0; j0 < kn; j0 += 32) {
         amx::v16u r[16];
+#pragma GCC unroll 16
         for (int t = 0; t < 16; ++t) {
           const int j = j0 + 2 * t;
           const vf lo = j < kn ? exp_for_bf16(vload(col + j * BQ) * scale - m) : vf{};
@@ -184,6 +187,7 @@ template <class Cfg> struct AmxEngine {
           r[t] = amx::bf16_pairs(lo, hi);
         }
         amx::transpose16(r);
+#pragma GCC unroll 16
         for (int i = 0; i < 16; ++i)
           __builtin_memcpy(out + i * (kWindowKeys / 2) + j0 / 2, &r[i], 64);
       }

@@ -55,27 +55,31 @@ __attribute__((noinline)) void run_tasks_with(const FlashFwdParams& p, long long
     if (decode_task(p, t, Cfg::block_q, g)) run_task<Cfg>(p, g, state, engine);
 }
 
-// Whether flash_fwd_tasks<Cfg> runs on AMX tiles here (compiled for AMX, bf16 with tile-sized
-// blocks, and the OS grants the tile state); otherwise it runs the FMA engine.
-template <class Cfg> bool flash_fwd_uses_amx() {
+// Whether flash_fwd_tasks<Cfg> runs on AMX tiles: compiled for AMX and bf16 with tile-sized
+// blocks; otherwise it runs the FMA engine. An object holds one engine only: a fallback engine
+// would double the compile (the JIT's cold time) for code that never runs, since the runtime
+// picks an AMX target only where the OS grants the tile state (cpu_backend.cpp, host_has).
+template <class Cfg> constexpr bool flash_fwd_uses_amx() {
 #if EJK_CPU_AMX
-  if constexpr (AmxEngine<Cfg>::kSupported) return amx::request_permission();
-#endif
+  return AmxEngine<Cfg>::kSupported;
+#else
   return false;
+#endif
 }
 
 // Runs tasks [task_begin, task_end) of flash_fwd_num_tasks(p, Cfg::block_q).
 template <class Cfg>
 void flash_fwd_tasks(const FlashFwdParams& p, long long task_begin, long long task_end) {
 #if EJK_CPU_AMX
-  // The tiles hold state across the range: configured before, released after.
-  if constexpr (AmxEngine<Cfg>::kSupported) {
-    if (amx::request_permission()) {
-      AmxEngine<Cfg>::begin_range();
-      run_tasks_with<Cfg, AmxEngine<Cfg>>(p, task_begin, task_end);
-      AmxEngine<Cfg>::end_range();
-      return;
-    }
+  if constexpr (flash_fwd_uses_amx<Cfg>()) {
+    // Without the grant the first tile instruction raises SIGILL; stop with a clear trap
+    // instead (only reachable when the object is called outside the runtime's dispatch).
+    if (!amx::request_permission()) __builtin_trap();
+    // The tiles hold state across the range: configured before, released after.
+    AmxEngine<Cfg>::begin_range();
+    run_tasks_with<Cfg, AmxEngine<Cfg>>(p, task_begin, task_end);
+    AmxEngine<Cfg>::end_range();
+    return;
   }
 #endif
   run_tasks_with<Cfg, FmaEngine<Cfg>>(p, task_begin, task_end);

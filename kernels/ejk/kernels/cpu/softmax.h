@@ -30,6 +30,7 @@ template <int kRows> struct SoftmaxState {
   float alpha[kRows];  // factor the output rows must be scaled by before adding this block
 
   EJK_HD void reset() {
+#pragma GCC unroll 16
     for (int v = 0; v < kVecs; ++v) {
       m[v] = seen[v] = splat<vf>(neg_inf_f32());
       l[v] = vf{};

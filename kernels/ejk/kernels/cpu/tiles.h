@@ -46,28 +46,28 @@ template <int R, int NV, class Prefetch>
 EJK_HD void fma_tile(BroadcastOperand A, const float* b, i64 ldb, int depth, float* c, i64 ldc,
                      TileInit init, Prefetch& prefetch) {
   vf acc[R][NV];
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int v = 0; v < NV; ++v)
       acc[r][v] = init.accumulate ? vload(c + r * ldc + v * kVecWidth) * init.row_scale[r] : vf{};
   for (int k = 0; k < depth; ++k) {
     prefetch.step();
     const float* bk = b + k * ldb;
     vf bv[NV];
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int v = 0; v < NV; ++v) bv[v] = vload(bk + v * kVecWidth);
     const float* ak = A.a + k * A.depth_stride;
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int r = 0; r < R; ++r) {
       vf ar = splat<vf>(ak[r * A.row_stride]);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
       for (int v = 0; v < NV; ++v) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
     }
   }
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int v = 0; v < NV; ++v) vstore(c + r * ldc + v * kVecWidth, acc[r][v]);
 }
 

@@ -53,19 +53,23 @@ EJK_HD vf vmax(vf a, vf b) { return a > b ? a : b; }
 // {0, 1, ..., kVecWidth - 1}: lane positions for masks built from key indices.
 EJK_HD vi lane_index() {
   vi v;
+#pragma GCC unroll 16
   for (int i = 0; i < kVecWidth; ++i) v[i] = i;
   return v;
 }
 
 EJK_HD float reduce_max(vf v) {
   float m = v[0];
+#pragma GCC unroll 16
   for (int i = 1; i < kVecWidth; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
 
 EJK_HD float reduce_add(vf v) {
   // Pairwise halving keeps the rounding error at log2(width) additions.
+#pragma GCC unroll 16
   for (int half = kVecWidth / 2; half >= 1; half /= 2)
+#pragma GCC unroll 16
     for (int i = 0; i < half; ++i) v[i] += v[i + half];
   return v[0];
 }
