@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cpu_backend.h"
+#include "cpu_kv_staging.h"
 #include "ejk/core/error.h"
 #include "device_memory.h"
 #include "flash_dispatch.h"
@@ -82,7 +83,9 @@ RunInfo run_flash_cpu(FlashProblem& pb, const FlashAttentionOptions& opt) {
   VariantKey key = flash_key(schema, pb, opt, "cpu", host_cpu_target(schema));
   CpuVariant v = acquire_cpu_variant(schema, key);
   pb.params.softmax_aux = pb.sinks ? pb.sinks_f32.data() : nullptr;
-  run_cpu_tasks(v.fn, &pb.params, flash_fwd_num_tasks(pb.params, key.get_int("block_q")));
+  const int64_t block_q = key.get_int("block_q");
+  if (kv_staging_wanted(pb.params, block_q)) stage_kv_head_major(pb.params, pb.dtype);
+  run_cpu_tasks(v.fn, &pb.params, flash_fwd_num_tasks(pb.params, block_q));
   RunInfo info;
   info.key = to_string(key);
   info.backend = Backend::cpu;
