@@ -81,7 +81,7 @@ TEST_CASE("generate: one source per planned key, and a registry listing exactly 
   const auto o = options(out.path());
   const auto result = ejk::gen::generate(o);
   const std::set<std::string> names = planned_names(o);
-  REQUIRE(names.size() == 24);
+  REQUIRE(names.size() == 48);
   CHECK(result.outputs.size() == names.size() + 1);
   for (const std::string& name : names) {
     const fs::path src = out.path() / "cpu" / (name + ".cpp");
@@ -125,9 +125,9 @@ TEST_CASE("generate: a second run rewrites nothing; a damaged output is restored
   const std::string args = fmt::format("--out '{}'", out.path().string());
   const auto first = ejk::test::run_ejk_gen(args);
   REQUIRE(first.exit_code == 0);
-  CHECK_THAT(first.output, ContainsSubstring("25 written"));
+  CHECK_THAT(first.output, ContainsSubstring("49 written"));
   const auto before = stamps(out.path());
-  REQUIRE(before.size() == 25);
+  REQUIRE(before.size() == 49);
   const auto second = ejk::test::run_ejk_gen(args);
   REQUIRE(second.exit_code == 0);
   CHECK_THAT(second.output, ContainsSubstring("0 written"));
@@ -150,9 +150,11 @@ TEST_CASE("generate: --variants keeps matching keys and prunes stale sources", "
   const auto result = ejk::gen::generate(o);
   const std::set<std::string> names = planned_names(o);
   CHECK(names == std::set<std::string>{"flash_fwd.cpu.avx2.bf16.d128.bq64.bk64.causal",
-                                       "flash_fwd.cpu.avx2.bf16.d64.bq64.bk64.causal"});
-  CHECK(result.pruned == 22);
-  CHECK(ejk::gen::list_files(out.path() / "cpu", false).size() == 2);
+                                       "flash_fwd.cpu.avx2.bf16.d128.bq128.bk64.causal",
+                                       "flash_fwd.cpu.avx2.bf16.d64.bq64.bk64.causal",
+                                       "flash_fwd.cpu.avx2.bf16.d64.bq128.bk64.causal"});
+  CHECK(result.pruned == 44);
+  CHECK(ejk::gen::list_files(out.path() / "cpu", false).size() == 4);
   CHECK(registry_cpu_keys(ejk::gen::read_file(out.path() / "registry.cpp")) == names);
 }
 

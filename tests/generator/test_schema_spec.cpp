@@ -78,13 +78,14 @@ TEST_CASE("spec: the example key round-trips and names its symbol", "[spec]") {
 
 TEST_CASE("spec: the default CPU AOT set is small and every key round-trips", "[spec]") {
   const auto keys = spec().aot_keys("cpu");
-  CHECK(keys.size() == 24);  // {amx, avx512, avx2} x {f32, bf16} x {d64, d128} x causal on/off
+  CHECK(keys.size() == 48);  // {amx, avx512, avx2} x {f32, bf16} x {d64, d128} x {bq64, bq128} x causal on/off
   for (const VariantKey& k : keys) {
     INFO(ejk::to_string(k));
     CHECK(spec().parse_key(ejk::to_string(k)) == k);
     CHECK_NOTHROW(spec().validate(k));
     CHECK((k.target == "amx" || k.target == "avx512" || k.target == "avx2"));
-    CHECK(k.get_int("block_q") == 64);
+    CHECK((k.get_int("block_q") == 64 || k.get_int("block_q") == 128));
+    CHECK(k.get_int("block_k") == 64);
     CHECK_FALSE(k.get_flag("window"));
   }
   for (const VariantKey& k : spec().aot_keys("cuda")) {
@@ -145,13 +146,15 @@ TEST_CASE("spec: malformed keys name the bad token", "[spec]") {
   }
 }
 
-TEST_CASE("spec: the CPU heuristic picks the AOT block shape by default", "[spec]") {
+TEST_CASE("spec: the CPU heuristic picks the AOT block shapes by default", "[spec]") {
   for (int i = 0; i < 50; ++i) {
     const int64_t sq = ejk::test::random_int(33, 1 << 16), sk = ejk::test::random_int(1, 1 << 16);
     const int64_t d = 8 * ejk::test::random_int(1, 16);
     const std::map<std::string, int64_t> problem = {
         {"head_dim", d}, {"seqlen_q", sq}, {"seqlen_k", sk}, {"causal", 0}, {"dtype_bytes", 2}};
-    CHECK(spec().choose_config("cpu", problem) == std::map<std::string, int64_t>{{"block_k", 64}, {"block_q", 64}});
+    const int64_t want_bq = sq <= 256 ? 64 : 128;
+    CHECK(spec().choose_config("cpu", problem) ==
+          std::map<std::string, int64_t>{{"block_k", 64}, {"block_q", want_bq}});
     auto big = problem;
     big["head_dim"] = 8 * ejk::test::random_int(17, 32);
     CHECK(spec().choose_config("cpu", big).at("block_q") == 32);
