@@ -44,6 +44,7 @@ template <class Cfg> struct AmxEngine {
   alignas(64) float st[BK * BQ];        // scores                       (BK, BQ)
   alignas(64) u16 pb[BQ * kWindowKeys]; // P window                     (BQ, keys) bf16
   alignas(64) float o[BQ * D];          // output accumulator           (BQ, D)
+  const u16* ka;                        // the block's K rows for the tiles: kb, or K itself
   int window_begin, window_end;         // 32-key chunks of the window not yet in o
 
   EJK_HD static void begin_range() { amx::configure(); }
@@ -62,10 +63,16 @@ template <class Cfg> struct AmxEngine {
       accumulate_output(window_begin, window_end);
       window_begin = window_end = 0;
     }
-    // K is copied even when whole tiles could read it in place: tile loads of rows that are
-    // pages apart stall, the copy streams (and pads a ragged end with zeros).
-    pack_k(static_cast<const u16*>(p.k) + g.k_off + blk.k0 * p.k_stride_s, p.k_stride_s, blk.kn,
-           chunks * 32);
+    // Tiles read K in place when its rows are adjacent (head-major, as the runtime stages it)
+    // and the block fills whole tiles. Otherwise K is copied: tile loads of rows that are pages
+    // apart stall while the copy streams, and the copy pads a ragged end with zeros.
+    const u16* k_rows = static_cast<const u16*>(p.k) + g.k_off + blk.k0 * p.k_stride_s;
+    if (p.k_stride_s == D && blk.kn == chunks * 32) {
+      ka = k_rows;
+    } else {
+      pack_k(k_rows, p.k_stride_s, blk.kn, chunks * 32);
+      ka = kb;
+    }
     pack_v(static_cast<const u16*>(p.v) + g.v_off + blk.k0 * p.v_stride_s, p.v_stride_s, blk.kn,
            window_end * 16, chunks * 16);
     BlockPrefetcher next = block_prefetcher<Cfg>(p, g, blk.k0 + BK, blk.next_kn);
@@ -140,8 +147,8 @@ template <class Cfg> struct AmxEngine {
         amx::zero<2>();
         amx::zero<3>();
         for (int dc = 0; dc < D / 32; ++dc) {
-          amx::load<4>(kb + kt * T * D + dc * 32, kK);
-          amx::load<5>(kb + (kt + 1) * T * D + dc * 32, kK);
+          amx::load<4>(ka + kt * T * D + dc * 32, kK);
+          amx::load<5>(ka + (kt + 1) * T * D + dc * 32, kK);
           amx::load<6>(qv + (dc * T * BQ + qt * T) * 2, kQ);
           amx::load<7>(qv + (dc * T * BQ + (qt + 1) * T) * 2, kQ);
           amx::dot_bf16<0, 4, 6>();
