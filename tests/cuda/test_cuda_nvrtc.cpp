@@ -168,14 +168,20 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK_FALSE(a.tma);
   // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
   // warpgroup per 64 rows; swizzled unpadded tiles (Q + 4 stages of K and V here) + alignment
-  // + 144 B of mbarriers. At head_dim 128: one block per work item.
+  // + 144 B of mbarriers. A block needs more than half an SM's shared memory: persistent, one
+  // block per SM while there are more work items (8 * 8 * 3 = 192) than SMs.
   const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms);
   CHECK(b.block == 384);
   CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 144);
   CHECK(b.tma);
-  CHECK(b.grid[0] == 8);
-  CHECK(b.grid[1] == 8);
-  CHECK(b.grid[2] == 3);
+  CHECK(b.grid[0] == 132);
+  CHECK(b.grid[1] == 1);
+  CHECK(b.grid[2] == 1);
+  // head_dim 64, block_k 64 (4 stages, 82 KiB: two blocks fit an SM): one block per work item.
+  const cuda::LaunchShape d = cuda::flash_fwd_launch_shape("sm90a", 64, 128, 64, p, sms);
+  CHECK(d.grid[0] == 8);
+  CHECK(d.grid[1] == 8);
+  CHECK(d.grid[2] == 3);
   // head_dim 256 (2 stages): persistent, one block per SM while there are more work items
   // (8 * 8 * 3 = 192) than SMs.
   const cuda::LaunchShape c = cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms);

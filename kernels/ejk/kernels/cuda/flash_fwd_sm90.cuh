@@ -75,11 +75,12 @@ template <int N> __device__ __forceinline__ void fence_operands(float* d) {
 // K-major in shared memory. The caller fences before and commits/waits after.
 template <class C>
 __device__ __forceinline__ void qk_issue(float (&s)[1][C::kNTiles][4], u32 sQ_wg, u32 sK) {
+  const u64 a0 = smem_desc_sw128(sQ_wg, 16, 1024), b0 = smem_desc_sw128(sK, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
     // k step kk: column block kk / 4, 32 bytes per 16 elements inside the 128-byte row.
-    const u64 a = smem_desc_sw128(sQ_wg + (kk / 4) * C::kBlockQ * 128 + (kk % 4) * 32, 16, 1024);
-    const u64 b = smem_desc_sw128(sK + (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32, 16, 1024);
+    const u64 a = smem_desc_advance(a0, (kk / 4) * C::kBlockQ * 128 + (kk % 4) * 32);
+    const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
     wgmma_ss<C::kBlockK, C::kElem>(&s[0][0][0], a, b);
   }
 }
@@ -108,10 +109,11 @@ __device__ __forceinline__ void pack_p(u32 (&a)[C::kBlockK / 16][4], const float
 template <class C>
 __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
                                          const u32 (&a)[C::kBlockK / 16][4], u32 sV) {
+  // 64-column blocks LBO apart, 8-row groups SBO 1024 B apart.
+  const u64 b0 = smem_desc_sw128(sV, C::kBlockK * 128, 1024);
 #pragma unroll
   for (int kk = 0; kk < C::kBlockK / 16; ++kk) {
-    // keys 16kk..16kk+15 = two 8-row groups (SBO 1024 B); 64-column blocks LBO apart.
-    const u64 b = smem_desc_sw128(sV + kk * 16 * 128, C::kBlockK * 128, 1024);
+    const u64 b = smem_desc_advance(b0, kk * 16 * 128);  // keys 16 kk .. 16 kk + 15
     wgmma_rs_tb<C::kHeadDim, C::kElem>(&o[0][0][0], a[kk], b);
   }
 }
@@ -130,10 +132,10 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
     float mx = neg_inf_f32();
 #pragma unroll
     for (int nt = 0; nt < C::kNTiles; ++nt)
-      mx = max_of(mx, max_of(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
+      mx = fmax_f32(mx, fmax_f32(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
     mx = quad_max(mx) * exp_scale;  // -inf stays -inf (exp_scale > 0)
     RowState& r = rows[0][half];
-    const float m_new = max_of(r.m, mx);
+    const float m_new = fmax_f32(r.m, mx);
     const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;  // see online_softmax
     alpha[half] = fast_exp2(r.m - m_use);
     r.m = m_new;
@@ -357,12 +359,12 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const
   const int cwg = warp / 4, warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + cwg * 64 * 128;
   const SeqSpan& seq = blk.seq;
-  TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
+  const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
   // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
   // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
+  // Folded logits stay raw dot products (masked ones -inf) until the exponent.
   const bool fold = C::kFoldScale && ctx.scale_log2 > 0.f;
   const float exp_scale = fold ? ctx.scale_log2 : 1.f;
-  if (fold) ctx.scale_log2 = 1.f;  // masked tiles keep raw values, only the -inf goes in
   RowState rows[1][2];
   init_rows<C>(rows);
   float o[1][C::kDTiles][4];
@@ -382,10 +384,9 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const
   };
   auto to_log2 = [&](int t) {
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
+    if (!fold) logits_to_log2<C>(s, p, ctx, seq, k0, lane);  // folded plain logits stay raw
     if (tile_needs_mask<C>(blk.mask, ctx, blk.q0, k0, seq.len_k))
-      logits_to_log2<C, true>(s, p, ctx, blk.mask, seq, k0, lane);
-    else if (!fold)  // folded plain logits need nothing until the exponent
-      logits_to_log2<C, false>(s, p, ctx, blk.mask, seq, k0, lane);
+      mask_logits<C>(s, ctx, blk.mask, seq, k0, lane);
   };
   // Ring slot and phase parity of the item's tile t.
   auto slot = [&](int t) { return int((cur.kv + t) % C::kStages); };
@@ -393,7 +394,10 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const
 
   if (tiles > 0) {
     mbar_wait(sm.q_full(), cur.q_loads & 1);
-    // Tile 0 alone: S(0), softmax, P(0).
+    // S(0) alone; then per tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, and
+    // the issue of S(t+1) followed by P(t) V(t). Only the issue of S(0) is peeled off: a
+    // peeled first tile with its own masked logits and softmax doubled the kernel's code
+    // (NVRTC time, bench/cuda/NOTES.md v10).
     mbar_wait(sm.k_full(slot(0)), phase(0));
     turn_begin();
     zero<C::kNTiles>(s);
@@ -402,46 +406,39 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();
-    fence_operands<C::kNTiles * 4>(&s[0][0][0]);
-    sm90_release(sm.k_empty(slot(0)), lane);
-    if (tiles == 1) sm90_release(sm.q_empty(), lane);  // the last S of the item is done
-    logits_to_log2<C, true>(s, p, ctx, blk.mask, seq, i64(blk.keys.tile_begin) * C::kBlockK, lane);
-    softmax_deferred<C>(s, rows, alpha, exp_scale);
-    pack_p<C>(pa, s);
-    // Steady state: S(t) on the tensor cores, then P(t-1) V(t-1) behind it; the softmax of
-    // S(t) runs while P V still accumulates.
-    for (int t = 1; t < tiles; ++t) {
-      const int st = slot(t), pst = slot(t - 1);
-      mbar_wait(sm.k_full(st), phase(t));
-      mbar_wait(sm.v_full(pst), phase(t - 1));
-      turn_begin();
-      zero<C::kNTiles>(s);
-      wgmma_fence();
-      qk_issue<C>(s, sQ_wg, sm.k_tile(st));
-      wgmma_commit();
-      pv_issue<C>(o, pa, sm.v_tile(pst));
-      wgmma_commit();
-      turn_end();
-      wgmma_wait<1>();  // S(t) done, P V may still run
-      fence_operands<C::kNTiles * 4>(&s[0][0][0]);
+    for (int t = 0; t < tiles; ++t) {
+      const int st = slot(t);
+      fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
       sm90_release(sm.k_empty(st), lane);
-      if (t == tiles - 1) sm90_release(sm.q_empty(), lane);
+      if (t == tiles - 1) sm90_release(sm.q_empty(), lane);  // the last S of the item is done
       to_log2(t);
       softmax_deferred<C>(s, rows, alpha, exp_scale);
-      wgmma_wait<0>();
+      wgmma_wait<0>();  // P(t-1) V(t-1) (nothing pending at t = 0)
       fence_operands<C::kDTiles * 4>(&o[0][0][0]);
-      sm90_release(sm.v_empty(pst), lane);
-      rescale_o<C>(o, alpha);
+      if (t > 0) sm90_release(sm.v_empty(slot(t - 1)), lane);
+      rescale_o<C>(o, alpha);  // t = 0: O is 0
       pack_p<C>(pa, s);
+      mbar_wait(sm.v_full(st), phase(t));
+      if (t + 1 < tiles) {
+        mbar_wait(sm.k_full(slot(t + 1)), phase(t + 1));
+        turn_begin();
+        zero<C::kNTiles>(s);
+        wgmma_fence();  // also orders pack_p's writes of P before P V reads them
+        qk_issue<C>(s, sQ_wg, sm.k_tile(slot(t + 1)));
+        wgmma_commit();
+        pv_issue<C>(o, pa, sm.v_tile(st));
+        wgmma_commit();
+        turn_end();
+        wgmma_wait<1>();  // S(t+1) done, P(t) V(t) may still run
+      } else {
+        wgmma_fence();
+        pv_issue<C>(o, pa, sm.v_tile(st));
+        wgmma_commit();
+      }
     }
-    const int last = slot(tiles - 1);
-    mbar_wait(sm.v_full(last), phase(tiles - 1));
-    wgmma_fence();
-    pv_issue<C>(o, pa, sm.v_tile(last));
-    wgmma_commit();
     wgmma_wait<0>();
     fence_operands<C::kDTiles * 4>(&o[0][0][0]);
-    sm90_release(sm.v_empty(last), lane);
+    sm90_release(sm.v_empty(slot(tiles - 1)), lane);
     cur.kv += tiles;
     ++cur.q_loads;
   }

@@ -137,39 +137,90 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, const TileCon
   return !(k0 >= first_visible_key(q_last, m) && k0 + C::kBlockK - 1 <= last_visible_key(q0, m));
 }
 
-// Turns raw dot products into log2-unit logits (mask.h's transform), -inf where masked.
-template <class C, bool kMask>
+// Turns raw dot products into log2-unit logits (mask.h's transform) without masking: every
+// tile runs this, masked tiles then mask_logits (one copy of the transform in the kernel: the
+// transform compiled into a masked and an unmasked path doubled its code, bench/cuda/NOTES.md
+// v10). Element (nt, i) of a fragment row is key k0 + 2 * (lane % 4) + nt * 8 + (i & 1).
+template <class C>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
-                                               const MaskSpec& m, const SeqSpan& seq, i64 k0,
-                                               int lane) {
+                                               const SeqSpan& seq, i64 k0, int lane) {
   auto tanh_fn = [](float v) { return fast_tanh(v); };
+  const int lane_col = (lane & 3) * 2;
+  // Bias reads stay inside the (row, key) ranges of the sequence: rows past len_q read row
+  // len_q - 1 and keys past len_k key len_k - 1 (k0 < len_k for every visited tile). Those
+  // logits are never used: such rows are not stored, such keys are masked to -inf.
+  const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const u16* bias_row =
+          C::kBias ? c.bias + min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) * p.bias_stride_q + k0
+                   : nullptr;
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          float& v = s[mt][nt][2 * half + j];
+          if (!C::kBias && !C::kSoftcap) {
+            v *= c.scale_log2;
+          } else {
+            const float bias =
+                C::kBias ? to_f32<C::kElem>(bias_row[min_of(nt * 8 + j + lane_col, k_last)]) : 0.f;
+            v = kLog2e * transform_logit<C::kBias, C::kSoftcap>(v * p.scale, bias, p.softcap,
+                                                                c.inv_cap, tanh_fn);
+          }
+        }
+    }
+}
+
+// Sets the logits of invisible (row, key) pairs to -inf: mask.h's window / causal bounds, the
+// sequence end and segment ids. Only tiles for which tile_needs_mask holds.
+//
+// Per row, the visible keys are one interval: as columns relative to the thread's first key
+// kb, [lo, hi], clamped to [-1, block_k] so that they fit an int; per element that is two
+// compares with the element's compile-time column (one without a window: lo <= 0).
+template <class C>
+__device__ __forceinline__ void mask_logits(float (&s)[C::kMTiles][C::kNTiles][4],
+                                            const TileContext<C>& c, const MaskSpec& m,
+                                            const SeqSpan& seq, i64 k0, int lane) {
+  const int lane_col = (lane & 3) * 2;
+  const i64 kb = k0 + lane_col;
+  auto clamp = [](i64 v) { return int(min_of<i64>(max_of<i64>(v, -1), C::kBlockK)); };
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const i64 q = c.q_pos[mt][half];
+      const int lo = C::kWindow ? clamp(first_visible_key(q, m) - kb) : 0;
+      const int hi = clamp(min_of<i64>(last_visible_key(q, m), seq.len_k - 1) - kb);
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int col = nt * 8 + j;
+          if (col < lo || col > hi) s[mt][nt][2 * half + j] = neg_inf_f32();
+        }
+    }
+  // Segment ids (a run-time choice): one load per key, shared by the thread's rows; the index
+  // is clamped into the sequence (k0 < len_k), so the loads need no branch; keys past the end
+  // are -inf already.
+  if (c.kv_seg != nullptr) {
+    const i32* seg = c.kv_seg + k0;
+    const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
+#pragma unroll
     for (int nt = 0; nt < C::kNTiles; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const i64 q = c.q_pos[mt][i / 2];
-        const i64 k = k0 + nt * 8 + (lane & 3) * 2 + (i & 1);
-        const bool in_seq = q < seq.len_q && k < seq.len_k;
-        float x;
-        if (!C::kBias && !C::kSoftcap) {
-          x = s[mt][nt][i] * c.scale_log2;
-        } else {
-          const float bias = C::kBias && in_seq ? to_f32<C::kElem>(c.bias[q * p.bias_stride_q + k])
-                                                : 0.f;
-          x = kLog2e * transform_logit<C::kBias, C::kSoftcap>(s[mt][nt][i] * p.scale, bias,
-                                                              p.softcap, c.inv_cap, tanh_fn);
-        }
-        if (kMask) {
-          bool visible = k < seq.len_k && position_visible(q, k, m);
-          if (c.kv_seg != nullptr)
-            visible = visible && segment_visible(c.q_seg[mt][i / 2], c.kv_seg[k]);
-          if (!visible) x = neg_inf_f32();
-        }
-        s[mt][nt][i] = x;
+      for (int j = 0; j < 2; ++j) {
+        const i32 k_seg = seg[min_of(nt * 8 + j + lane_col, k_last)];
+#pragma unroll
+        for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            if (!segment_visible(c.q_seg[mt][half], k_seg)) s[mt][nt][2 * half + j] = neg_inf_f32();
       }
+  }
 }
 
 // Online softmax state of one row (per lane: its partial of the row sum).
@@ -199,10 +250,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kMTiles][C::kNTiles
       float mx = neg_inf_f32();
 #pragma unroll
       for (int nt = 0; nt < C::kNTiles; ++nt)
-        mx = max_of(mx, max_of(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+        mx = fmax_f32(mx, fmax_f32(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
       mx = quad_max(mx);
       RowState& r = rows[mt][half];
-      const float m_new = max_of(r.m, mx);
+      const float m_new = fmax_f32(r.m, mx);
       // A row that has seen nothing keeps max -inf; subtracting 0 then maps -inf to p = 0
       // instead of exp2(-inf - -inf) = NaN.
       const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;

@@ -97,12 +97,13 @@ struct FlashFwdSm90Geometry {
   }
   constexpr i64 smem_bytes() const { return smem_bytes_for(stages()); }
   // Persistent where a block fills an SM's shared memory (one block per SM, so the grid is the
-  // SM count), except at head_dim 128, where the persistent kernel measured 1-5% slower for
-  // S >= 4k (and 1-7% faster below; runs 21-23, NOTES.md v9); tuning runs may ask either way.
+  // SM count). At head_dim 128 the persistent kernel was 1-5% slower for S >= 4k until v10
+  // (runs 21-23); since then it is +1..+8% at S >= 4k and +3..+6% non-causal below, -2%
+  // causal at S <= 2k (run 28, NOTES.md v10). Tuning runs may ask either way.
   constexpr bool persistent() const {
     if (schedule_override != Sm90Schedule::by_default)
       return schedule_override == Sm90Schedule::persistent;
-    return 2 * smem_bytes() > kMaxSmemSm90 && head_dim != 128;
+    return 2 * smem_bytes() > kMaxSmemSm90;
   }
   constexpr bool valid() const {
     // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per

@@ -117,6 +117,10 @@ __device__ __forceinline__ u64 smem_desc_sw128(u32 addr, u32 lbo_bytes, u32 sbo_
   d |= u64(1) << 62;  // swizzle mode: 128 B
   return d;
 }
+// The descriptor of addr + bytes from addr's: the address field is linear (addr >> 4 in the
+// low 14 bits) and shared memory ends below 2^18 B, so the add never carries out of it. One
+// add per wgmma instead of rebuilding the descriptor (bench/cuda/NOTES.md v10).
+__device__ __forceinline__ u64 smem_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
 // Orders this thread's earlier register writes before the next wgmma reads them.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -194,9 +198,12 @@ template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
 }
 
 // Reductions across the 4 lanes of a quad, which hold the same rows of an mma C fragment.
+// max.f32 (one FMNMX): max_of's `a < b ? b : a` compiles to a compare and a select. The
+// softmax's maxima see no NaN (scores are finite or -inf).
+__device__ __forceinline__ float fmax_f32(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ float quad_max(float v) {
-  v = max_of(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return max_of(v, __shfl_xor_sync(0xffffffffu, v, 2));
+  v = fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
