@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "variant_launch.cuh"
@@ -13,18 +14,18 @@
 namespace {
 using namespace ejk::check;
 
-// The sm_90a family's default keys' tile configs (by_default schedule: persistent except at
-// head_dim 128) and the alternatives that were the best in some row of runs 18-23. The sm80
-// family's configs were measured in runs 1-3 (bench/cuda/NOTES.md).
+// The sm_90a family's default keys' tile configs (by_default schedule: persistent where a block
+// fills an SM's shared memory) and the alternatives that were the best in some row of runs
+// 18-27. The sm80 family's configs were measured in runs 1-3 (bench/cuda/NOTES.md).
 std::vector<Variant> bench_variants() {
-  constexpr ejk::cuda::Sm90Schedule kPersist = ejk::cuda::Sm90Schedule::persistent;
+  constexpr ejk::cuda::Sm90Schedule kPerItem = ejk::cuda::Sm90Schedule::per_item;
   return {
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal>(),
-      // persistent at head_dim 128: the faster one at S <= 2k (causal: <= 4k)
-      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kPersist>(),
-      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPersist>(),
+      // one block per item at head_dim 128: the default there until v10 (NOTES.md v9, v10)
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal>(),
       // without ping-pong: within noise of the default in runs 21-23
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal, false>(),
@@ -103,10 +104,20 @@ void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool caus
 
 }  // namespace
 
+// EJK_BENCH_D=128 / EJK_BENCH_S=4096 / EJK_BENCH_CAUSAL=1: one head dim, sequence length or
+// mask only (A/B runs that spend the device time on the rows they compare).
+bool selected(const char* var, int64_t value) {
+  const char* v = std::getenv(var);
+  return v == nullptr || *v == '\0' || std::atoll(v) == value;
+}
+
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
   for (int64_t D : {64, 128, 256})
     for (bool causal : {false, true})
-      for (int64_t S : {1024, 2048, 4096, 8192, 16384}) bench_shape(vs, S, D, causal);
+      for (int64_t S : {1024, 2048, 4096, 8192, 16384})
+        if (selected("EJK_BENCH_D", D) && selected("EJK_BENCH_S", S) &&
+            selected("EJK_BENCH_CAUSAL", causal))
+          bench_shape(vs, S, D, causal);
   return 0;
 }
