@@ -81,7 +81,7 @@ void add_compile_command(CLI::App& app) {
   c->add_option("--arch,--target", *arch, "Target: sm80, sm90a (cuda); avx512, avx2, generic (cpu)");
   c->add_option("--dtype", *dtype, "f32, bf16 or f16")->capture_default_str();
   for (const char* n : {"d", "block-q", "block-k"}) c->add_option(std::string("--") + n, (*ints)[n]);
-  for (const char* n : {"causal", "window", "softcap", "sinks", "bias"})
+  for (const char* n : {"causal", "window", "segments", "softcap", "sinks", "bias"})
     c->add_flag(std::string("--") + n, (*flags)[n]);
   c->add_flag("--json", *json, "Print one JSON object");
   c->callback([=] {

@@ -34,6 +34,8 @@ echo "== NVRTC cold compile, then cache hit"
 rm -rf /tmp/ejk-cache2
 EJK_CACHE_DIR=/tmp/ejk-cache2 $E compile flash_attention --backend cuda --arch sm_90a --d 112 --causal --json
 EJK_CACHE_DIR=/tmp/ejk-cache2 $E compile flash_attention --backend cuda --arch sm_80 --d 112 --json
+# Segment ids are a key flag (.seg): never in the AOT set, so this one is an NVRTC compile.
+EJK_CACHE_DIR=/tmp/ejk-cache2 $E compile flash_attention --backend cuda --arch sm_90a --d 128 --causal --segments --json
 EJK_CACHE_DIR=/tmp/ejk-cache2 $E run flash_attention --backend cuda --dtype bf16 --d 112 --causal --sq 256 --sk 256 --iters 1 --json | tail -1
 EJK_CACHE_DIR=/tmp/ejk-cache2 $E run flash_attention --backend cuda --dtype bf16 --d 112 --causal --sq 256 --sk 256 --iters 1 --json | tail -1
 echo "== compute-sanitizer"

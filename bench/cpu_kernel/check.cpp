@@ -30,7 +30,11 @@ constexpr FlashFlags kBias{.bias = true};
 constexpr FlashFlags kBiasSoftcap{.softcap = true, .bias = true};
 constexpr FlashFlags kCausalSinks{.causal = true, .sinks = true};
 constexpr FlashFlags kWindowSinks{.window = true, .sinks = true};
-constexpr FlashFlags kAll{.causal = true, .window = true, .softcap = true, .sinks = true, .bias = true};
+constexpr FlashFlags kSegments{.segments = true};
+constexpr FlashFlags kCausalSegments{.causal = true, .segments = true};
+constexpr FlashFlags kCausalWindowSegments{.causal = true, .window = true, .segments = true};
+constexpr FlashFlags kAll{.causal = true, .window = true, .segments = true, .softcap = true, .sinks = true,
+                          .bias = true};
 
 struct Case {
   Problem pb;
@@ -49,6 +53,7 @@ Case make(Problem pb) {
   if (F.sinks && pb.num_sinks == 0) pb.num_sinks = 2;
   pb.bias = F.bias;
   pb.window = F.window;
+  pb.segments = F.segments;  // a kernel without the flag has no segment code
   pb.name = std::string(dtype_name(pb.dtype)) + " D" + std::to_string(D) + " BQ" +
             std::to_string(BQ) + " BK" + std::to_string(BK) + " " + pb.name;
   using Config = cpu::FlashFwdConfig<K, D, BQ, BK, F>;
@@ -104,8 +109,8 @@ std::vector<Case> cases() {
       make<f32, 64, kBias>(with(shape("bias bcast b,h", 2, 3, 3, 100, 129),
                                 [](Problem& p) { p.bias_bcast_b = p.bias_bcast_h = true; })),
       make<f32, 64, kBiasSoftcap>(with(shape("bias softcap", 1, 2, 2, 65, 150), [](Problem& p) { p.logit_scale = 4; })),
-      make<f32, 64, kPlain>(with(shape("segments", 2, 2, 2, 300, 300), [](Problem& p) { p.segments = true; })),
-      make<f32, 64, kCausal>(with(shape("causal segments", 2, 2, 2, 300, 280), [](Problem& p) { p.segments = true; })),
+      make<f32, 64, kSegments>(shape("segments", 2, 2, 2, 300, 300)),
+      make<f32, 64, kCausalSegments>(shape("causal segments", 2, 2, 2, 300, 280)),
       make<f32, 64, kPlain>(with(shape("varlen", 1, 2, 2, 0, 0), varlen({1, 7, 129, 64, 5}, {1, 9, 129, 70, 0}))),
       make<f32, 64, kCausal>(with(shape("varlen causal", 1, 4, 2, 0, 0), varlen({130, 1, 65}, {130, 20, 3}))),
       make<f32, 64, kPlain>(shape("GQA 8/2", 2, 8, 2, 70, 90)),
@@ -115,7 +120,7 @@ std::vector<Case> cases() {
       make<f32, 64, kPlain, 16, 100>(shape("block 16x100", 1, 2, 2, 150, 333)),
       make<f32, 64, kCausal, 32, 48>(shape("block 32x48", 1, 2, 2, 150, 333)),
       make<f32, 64, kAll>(with(shape("all features", 2, 4, 2, 150, 170), [](Problem& p) {
-        p.window_left = 40, p.window_right = 8, p.segments = true, p.logit_scale = 4;
+        p.window_left = 40, p.window_right = 8, p.logit_scale = 4;
       })),
       make<f32, 128, kCausal>(shape("S 2048 causal", 1, 2, 2, 2048, 2048)),
       make<f32, 128, kSoftcap>(with(shape("S 2048 softcap 30", 1, 1, 1, 2048, 2048),
@@ -126,7 +131,7 @@ std::vector<Case> cases() {
       make<bf16, 64, kCausal>(with(shape("varlen causal", 1, 4, 2, 0, 0), varlen({130, 1, 65}, {130, 20, 3}))),
       make<bf16, 72, kWindowSinks>(with(shape("window sinks D72", 1, 2, 2, 150, 150), window(20, 20))),
       make<bf16, 64, kAll>(with(shape("all features", 2, 4, 2, 150, 170), [](Problem& p) {
-        p.window_left = 40, p.window_right = 8, p.segments = true, p.logit_scale = 4;
+        p.window_left = 40, p.window_right = 8, p.logit_scale = 4;
       })),
       make<bf16, 128, kPlain>(shape("S 2048", 1, 2, 2, 2048, 2048)),
       make<bf16, 128, kCausal, 128, 64>(shape("causal S 1000", 1, 2, 1, 1000, 1000)),
@@ -140,14 +145,12 @@ std::vector<Case> cases() {
       make<bf16, 128, kBias, 64, 128>(with(shape("bias bcast h, Sq 33 Sk 300", 2, 2, 2, 33, 300),
                                            [](Problem& p) { p.bias_bcast_h = true; })),
       make<bf16, 256, kCausalWindow, 128, 64>(with(shape("D256 causal window", 1, 2, 2, 600, 600), window(100, 0))),
-      make<bf16, 64, kPlain, 128, 64>(with(shape("segments strided", 2, 2, 2, 300, 257), [](Problem& p) {
-        p.segments = true, p.row_pad = 32;
-      })),
+      make<bf16, 64, kSegments, 128, 64>(with(shape("segments strided", 2, 2, 2, 300, 257),
+                                              [](Problem& p) { p.row_pad = 32; })),
       make<f16, 64, kPlain>(shape("plain", 2, 4, 4, 129, 129)),
       make<f16, 128, kCausal>(shape("causal", 1, 4, 2, 257, 200)),
-      make<f16, 64, kCausalWindow>(with(shape("causal window segments", 2, 2, 2, 200, 200), [](Problem& p) {
-        p.window_left = 30, p.window_right = 0, p.segments = true;
-      })),
+      make<f16, 64, kCausalWindowSegments>(with(shape("causal window segments", 2, 2, 2, 200, 200),
+                                                window(30, 0))),
       make<f16, 64, kSinks>(with(shape("varlen sinks", 1, 2, 2, 0, 0), varlen({3, 100, 17}, {50, 100, 1}))),
       control_case(),
   };

@@ -26,7 +26,10 @@ using ejk::cuda::Elem;
 using ejk::cuda::FlashFlags;
 using namespace ejk::check;
 
-constexpr FlashFlags kAll{.causal = true, .window = true, .softcap = true, .sinks = true, .bias = true};
+// Every flag, segments included: the segment code is compiled only into variants with the flag,
+// so these (both families, per-item and persistent) are the ones the segments problem tests.
+constexpr FlashFlags kAll{.causal = true, .window = true, .segments = true, .softcap = true,
+                          .sinks = true, .bias = true};
 
 std::vector<Variant> check_variants() {
   return {
@@ -124,6 +127,9 @@ bool check_case(const Variant& v, Problem pr, std::mt19937_64& rng) {
   pr.head_dim = v.head_dim;
   pr.causal = v.flags.causal, pr.window = v.flags.window, pr.softcap = v.flags.softcap;
   pr.sinks = v.flags.sinks, pr.bias = v.flags.bias;
+  // A variant without the segments flag has no segment code (the runtime never gives it ids):
+  // the segments problem runs on it without them.
+  pr.segments = pr.segments && v.flags.segments;
   // The unnormalized problem also takes a negative scale: the wgmma family folds the scale
   // into the exponent only when it is positive, and must fall back otherwise.
   const float scale = (pr.normalize ? 1.f : -1.f) / std::sqrt(float(pr.head_dim));

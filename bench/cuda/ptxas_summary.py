@@ -14,7 +14,7 @@ def readable(mangled):
     family, elem, d, bq, bk, rest = m.groups()
     elem = {"0": "f32", "1": "bf16", "2": "f16"}[elem]
     bits = re.findall(r"true|false", rest)
-    names = ("causal", "window", "softcap", "sinks", "bias")
+    names = ("causal", "window", "segments", "softcap", "sinks", "bias")  # FlashFlags order
     on = [n for n, b in zip(names, bits) if b == "true"]
     rows = re.search(r"}, (\d+)", rest)  # the optional rows-per-warp tuning argument
     suffix = f".w{rows.group(1)}" if rows and rows.group(1) not in ("0", "16") else ""

@@ -45,11 +45,12 @@ struct Spec {
   std::string target, dtype;
   int d, bq, bk;
   bool causal = false, window = false, softcap = false, sinks = false, bias = false;
+  bool segments = false;  // last: the aggregate initializers below name the flags before it
   std::string key() const {
     std::string k = "flash_fwd.cuda." + target + "." + dtype + ".d" + std::to_string(d) + ".bq" +
                     std::to_string(bq) + ".bk" + std::to_string(bk);
-    for (auto [on, tok] : {std::pair{causal, "causal"}, {window, "win"}, {softcap, "cap"},
-                           {sinks, "sink"}, {bias, "bias"}})
+    for (auto [on, tok] : {std::pair{causal, "causal"}, {window, "win"}, {segments, "seg"},
+                           {softcap, "cap"}, {sinks, "sink"}, {bias, "bias"}})
       if (on) k += std::string(".") + tok;
     return k;
   }
@@ -67,7 +68,8 @@ std::string render(const std::string& tmpl, const Spec& s) {
       {"symbol", s.symbol()}, {"target", s.target}, {"dtype", s.dtype},
       {"head_dim", std::to_string(s.d)}, {"block_q", std::to_string(s.bq)},
       {"block_k", std::to_string(s.bk)}, {"causal", b(s.causal)}, {"window", b(s.window)},
-      {"softcap", b(s.softcap)}, {"sinks", b(s.sinks)}, {"bias", b(s.bias)}};
+      {"softcap", b(s.softcap)}, {"sinks", b(s.sinks)}, {"bias", b(s.bias)},
+      {"segments", b(s.segments)}};
   std::string out = tmpl;
   for (const auto& [k, v] : vars)
     for (size_t at; (at = out.find("{{" + k + "}}")) != std::string::npos;)
@@ -91,6 +93,10 @@ std::vector<Spec> aot_like_set() {
   // The three keys of `run` (NOTES.md's cold-compile numbers).
   v.push_back(Spec{"sm90a", "f16", 64, 128, 64});
   v.push_back(Spec{"sm90a", "bf16", 256, 128, 64, true, true, true, true, true});
+  // The same with segment ids: what the segments flag adds to a key that has it.
+  Spec seg{"sm90a", "bf16", 256, 128, 64, true, true, true, true, true};
+  seg.segments = true;
+  v.push_back(seg);
   return v;
 }
 

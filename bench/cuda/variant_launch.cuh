@@ -67,6 +67,7 @@ struct Variant {
                     ".bq" + std::to_string(block_q) + ".bk" + std::to_string(block_k);
     if (flags.causal) n += ".causal";
     if (flags.window) n += ".win";
+    if (flags.segments) n += ".seg";
     if (flags.softcap) n += ".cap";
     if (flags.sinks) n += ".sink";
     if (flags.bias) n += ".bias";

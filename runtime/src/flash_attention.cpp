@@ -71,6 +71,7 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
   key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
   key.set_flag("causal", opt.causal);
   key.set_flag("window", pb.window);
+  key.set_flag("segments", pb.segments);
   key.set_flag("softcap", pb.softcap);
   key.set_flag("sinks", pb.sinks);
   key.set_flag("bias", pb.bias);
@@ -78,9 +79,18 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
   return key;
 }
 
+void require_variant_covers(const VariantKey& key, const FlashFwdParams& p) {
+  // Kernels compiled without the segments flag have no segment code: ids would be ignored.
+  if ((p.q_segment_ids || p.kv_segment_ids) && !key.get_flag("segments"))
+    throw InvalidArgument(fmt::format("flash_attention: segment ids are given, but variant {} was "
+                                      "compiled without segments (its key needs .{})",
+                                      to_string(key), key.axis("segments").token));
+}
+
 RunInfo run_flash_cpu(FlashProblem& pb, const FlashAttentionOptions& opt) {
   const OpSchema& schema = op_schema("flash_fwd");
   VariantKey key = flash_key(schema, pb, opt, "cpu", host_cpu_target(schema));
+  require_variant_covers(key, pb.params);
   CpuVariant v = acquire_cpu_variant(schema, key);
   pb.params.softmax_aux = pb.sinks ? pb.sinks_f32.data() : nullptr;
   const int64_t block_q = key.get_int("block_q");

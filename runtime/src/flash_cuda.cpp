@@ -40,6 +40,7 @@ RunInfo run_flash_cuda(FlashProblem& pb, const FlashAttentionOptions& opt) {
   const auto& dev = cuda::use_device(pb.device.index);
   const OpSchema& schema = op_schema("flash_fwd");
   VariantKey key = flash_key(schema, pb, opt, "cuda", dev.target);
+  require_variant_covers(key, pb.params);
   CudaVariant v = acquire_cuda_variant(schema, key, pb.device.index);
   pb.params.softmax_aux = pb.sinks ? upload_sinks(pb.sinks_f32, pb.device.index) : nullptr;
   auto shape = cuda::flash_fwd_launch_shape(key.target, key.get_int("head_dim"), key.get_int("block_q"),

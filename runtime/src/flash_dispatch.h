@@ -13,6 +13,10 @@ namespace ejk::detail {
 VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const FlashAttentionOptions& opt,
                      std::string_view backend, std::string_view target);
 
+// Throws InvalidArgument naming the key if the variant lacks code for what params use
+// (segment ids without the segments flag): a kernel must never silently drop a mask.
+void require_variant_covers(const VariantKey& key, const FlashFwdParams& p);
+
 RunInfo run_flash_cpu(FlashProblem& pb, const FlashAttentionOptions& opt);
 
 // Launches on the device of pb (asynchronous, legacy default stream). BackendUnavailable in a

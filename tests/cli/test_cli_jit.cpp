@@ -139,6 +139,8 @@ TEST_CASE("save writes every argument as npy; load reproduces the run", "[cli][n
                      "--window 8,2 --softcap 30 --sinks --segments --bias --iters 1 --check --json --save " + dir.string();
   auto saved = run_json(cache.env(), args);
   CHECK(saved["check"] == "pass");
+  // Segment ids run a variant compiled with them.
+  CHECK_THAT(saved["key"].get<std::string>(), ContainsSubstring(".causal.win.seg.cap.sink.bias"));
   for (const char* f : {"q", "k", "v", "bias", "q_segment_ids", "kv_segment_ids", "softmax_aux", "out", "lse"})
     CHECK(fs::exists(dir / (std::string(f) + ".npy")));
   CHECK(fs::exists(dir / "params.json"));

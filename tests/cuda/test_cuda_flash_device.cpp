@@ -122,6 +122,7 @@ TEST_CASE("CUDA flash forward matches the float64 reference on random problems",
     pr.seqlen_q = len(rng), pr.seqlen_k = len(rng);
     pr.window_left = win(rng), pr.window_right = win(rng), pr.cap = 8.f, pr.num_sinks = 2;
     pr.segments = i % 4 == 1;
+    key.set_flag("segments", pr.segments);  // as the runtime keys it: the flag iff ids are given
     pr.normalize = i % 3 != 2;
     if (i % 4 == 3) {  // packed sequences
       pr.varlen = true, pr.batch = 3, pr.bias_bcast_b = true;

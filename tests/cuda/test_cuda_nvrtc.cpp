@@ -72,7 +72,8 @@ TEST_CASE("each feature flag compiles on sm80 and sm90a", "[nvrtc]") {
     VariantKey all = flash_schema().blank_key("cuda", target);
     all.set_enum("dtype", "bf16");
     all.set_int("head_dim", 128), all.set_int("block_q", 128), all.set_int("block_k", 64);
-    for (const char* f : {"causal", "window", "softcap", "sinks", "bias"}) all.set_flag(f, true);
+    for (const char* f : {"causal", "window", "segments", "softcap", "sinks", "bias"})
+      all.set_flag(f, true);
     keys.push_back(all);
     VariantKey small = flash_schema().blank_key("cuda", target);
     small.set_enum("dtype", "f16");
@@ -95,8 +96,8 @@ TEST_CASE("an f32 CUDA key fails with a message naming the dtype", "[nvrtc]") {
       {"{{banner}}", "// test"}, {"{{key}}", "k"}, {"{{symbol}}", "f32_kernel"},
       {"{{target}}", "sm80"}, {"{{dtype}}", "f32"}, {"{{head_dim}}", "64"},
       {"{{block_q}}", "64"}, {"{{block_k}}", "64"}, {"{{causal}}", "false"},
-      {"{{window}}", "false"}, {"{{softcap}}", "false"}, {"{{sinks}}", "false"},
-      {"{{bias}}", "false"}};
+      {"{{window}}", "false"}, {"{{segments}}", "false"}, {"{{softcap}}", "false"},
+      {"{{sinks}}", "false"}, {"{{bias}}", "false"}};
   for (const auto& [k, v] : vars)
     for (size_t at; (at = s.text.find(k)) != std::string::npos;) s.text.replace(at, strlen(k), v);
   try {

@@ -55,19 +55,22 @@ TEST_CASE("spec: op, api and the axes in key order", "[spec]") {
     tokens.push_back(a.token);
   }
   CHECK(names == std::vector<std::string>{"dtype", "head_dim", "block_q", "block_k", "causal", "window",
-                                          "softcap", "sinks", "bias"});
-  CHECK(tokens == std::vector<std::string>{"", "d", "bq", "bk", "causal", "win", "cap", "sink", "bias"});
+                                          "segments", "softcap", "sinks", "bias"});
+  CHECK(tokens ==
+        std::vector<std::string>{"", "d", "bq", "bk", "causal", "win", "seg", "cap", "sink", "bias"});
   CHECK(spec().axis("dtype").enum_values == std::vector<std::string>{"f32", "bf16", "f16"});
 }
 
 TEST_CASE("spec: the example key round-trips and names its symbol", "[spec]") {
-  const std::string text = "flash_fwd.cpu.avx512.bf16.d128.bq64.bk64.causal.win.cap.sink.bias";
+  const std::string text = "flash_fwd.cpu.avx512.bf16.d128.bq64.bk64.causal.win.seg.cap.sink.bias";
   const VariantKey k = spec().parse_key(text);
   spec().validate(k);
   CHECK(ejk::to_string(k) == text);
-  CHECK(ejk::symbol_name(k) == "ejk_flash_fwd_cpu_avx512_bf16_d128_bq64_bk64_causal_win_cap_sink_bias");
+  CHECK(ejk::symbol_name(k) == "ejk_flash_fwd_cpu_avx512_bf16_d128_bq64_bk64_causal_win_seg_cap_sink_bias");
   CHECK(k.get_int("head_dim") == 128);
   CHECK(k.get_flag("sinks"));
+  CHECK(k.get_flag("segments"));
+  CHECK(spec().template_vars(k).at("segments") == "true");
   CHECK(spec().template_vars(k).at("softcap") == "true");
   CHECK(spec().template_vars(k).at("dtype") == "bf16");
   CHECK(spec().template_vars(k).at("symbol") == ejk::symbol_name(k));

@@ -5,6 +5,8 @@
 #include "ejk/core/error.h"
 #include "ejk/ejk.h"
 #include "flash_case.h"
+#include "flash_dispatch.h"  // runtime/src: the variant guard below
+#include "registry.h"
 
 using namespace ejk;
 using Catch::Matchers::ContainsSubstring;
@@ -115,4 +117,25 @@ TEST_CASE("C ABI reports errors through status and ejk_last_error", "[flash][err
                                    nullptr, &q, &l);
   CHECK(status == EJK_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("q:"));
+}
+
+TEST_CASE("segment ids never run on a variant compiled without them", "[flash][errors][segments]") {
+  // The op keys a call with ids as .seg; a key without the flag (ejk compile, an explicit key)
+  // has no segment code, so it must be refused rather than run with the ids ignored.
+  const OpSchema& schema = detail::op_schema("flash_fwd");
+  VariantKey key = schema.parse_key("flash_fwd.cpu.generic.f32.d64.bq64.bk64.causal");
+  const int32_t ids[2] = {0, 1};
+  FlashFwdParams p{};
+  p.q_segment_ids = ids, p.kv_segment_ids = ids;
+  try {
+    detail::require_variant_covers(key, p);
+    FAIL("segment ids accepted by a variant without the segments flag");
+  } catch (const InvalidArgument& e) {
+    CHECK_THAT(std::string(e.what()), ContainsSubstring("flash_fwd.cpu.generic.f32.d64.bq64.bk64.causal") &&
+                                          ContainsSubstring(".seg"));
+  }
+  key.set_flag("segments", true);
+  CHECK_NOTHROW(detail::require_variant_covers(key, p));
+  p.q_segment_ids = p.kv_segment_ids = nullptr;  // a .seg variant also runs without ids
+  CHECK_NOTHROW(detail::require_variant_covers(key, p));
 }

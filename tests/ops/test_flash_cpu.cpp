@@ -40,6 +40,7 @@ KeyFacts decode(const std::string& key) {
     else if (t[0] == 'd') f.spec.d = std::stoll(t.substr(1));
     else if (t == "causal") f.spec.causal = true;
     else if (t == "win") f.window = true;
+    else if (t == "seg") f.spec.segments = true;
     else if (t == "cap") f.softcap = true;
     else if (t == "sink") f.sinks = true;
     else if (t == "bias") f.bias = true;
@@ -138,6 +139,8 @@ TEST_CASE("randomized feature combinations match the float64 reference", "[flash
                                    s.normalize_output ? "" : " unnormalized");
     auto r = test::run_and_compare(c, c.options(Backend::cpu, 0, 0));
     INFO(name << " -> " << r.key << ": rel_l2 " << r.rel_l2 << " max_abs " << r.max_abs << " lse " << r.lse_max_abs);
+    // Segment ids are a compile-time flag: the key has it exactly when ids are given.
+    CHECK((r.key.find(".seg") != std::string::npos) == s.segments);
     CHECK_FALSE(r.nan);
     CHECK_FALSE(r.lse_inf_mismatch);
     CHECK(r.rel_l2 <= test::tolerance(s.dtype));

@@ -82,6 +82,7 @@ std::string render(const FlashVariant& v) {
       {"block_k", std::to_string(v.block_k)},
       {"causal", flag(v.causal)},
       {"window", flag(v.window)},
+      {"segments", "false"},
       {"softcap", "false"},
       {"sinks", "false"},
       {"bias", "false"},

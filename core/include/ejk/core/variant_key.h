@@ -1,6 +1,6 @@
 // The canonical variant key: one struct, one string form.
 //
-//   flash_fwd.cpu.avx512.bf16.d128.bq64.bk64.causal.win.cap.sink.bias
+//   flash_fwd.cpu.avx512.bf16.d128.bq64.bk64.causal.win.seg.cap.sink.bias
 //   \_op____/ \backend \target \ axis tokens, in the spec's axis order ___/
 //
 // to_string() is the only function that spells a key; the same string is the generated file

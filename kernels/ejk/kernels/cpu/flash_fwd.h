@@ -23,6 +23,7 @@ namespace ejk::cpu {
 struct FlashFlags {
   bool causal = false;
   bool window = false;   // sliding window bounds from FlashFwdParams::mask
+  bool segments = false; // q/kv segment ids; without it the variant has no segment code
   bool softcap = false;  // cap * tanh(s / cap) with FlashFwdParams::softcap
   bool sinks = false;    // softmax_aux joins the denominator
   bool bias = false;     // additive bias in the element type

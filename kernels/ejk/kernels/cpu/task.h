@@ -143,15 +143,21 @@ EJK_HD bool uniform_ids(const i32* ids, int n) {
 
 enum class SegmentMask { none, per_pair, skip_block };
 
-// Segment handling of the kv block [k0, k0 + kn); loads its ids into ts.kv_seg.
+// Segment handling of the kv block [k0, k0 + kn); loads its ids into ts.kv_seg. Variants
+// without the segments flag compile none of it (the runtime never gives them ids).
 template <class Cfg>
 EJK_HD SegmentMask classify_segments(const FlashFwdParams& p, const TaskGeometry& g,
                                      TaskState<Cfg>& ts, i64 k0, int kn) {
-  if (!p.q_segment_ids) return SegmentMask::none;
-  const i32* kv = p.kv_segment_ids + g.b * p.kv_seg_stride_b + k0;
-  for (int j = 0; j < kn; ++j) ts.kv_seg[j] = kv[j];
-  if (!ts.q_uniform || !uniform_ids(ts.kv_seg, kn)) return SegmentMask::per_pair;
-  return segment_visible(ts.q_seg[0], ts.kv_seg[0]) ? SegmentMask::none : SegmentMask::skip_block;
+  if constexpr (Cfg::flags.segments) {
+    if (p.q_segment_ids) {
+      const i32* kv = p.kv_segment_ids + g.b * p.kv_seg_stride_b + k0;
+      for (int j = 0; j < kn; ++j) ts.kv_seg[j] = kv[j];
+      if (!ts.q_uniform || !uniform_ids(ts.kv_seg, kn)) return SegmentMask::per_pair;
+      return segment_visible(ts.q_seg[0], ts.kv_seg[0]) ? SegmentMask::none
+                                                        : SegmentMask::skip_block;
+    }
+  }
+  return SegmentMask::none;
 }
 
 // Softmax state, visible ranges and segment ids of a fresh task.
@@ -160,10 +166,12 @@ EJK_HD void begin_task_state(const FlashFwdParams& p, const TaskGeometry& g, Tas
   ts.softmax.reset();
   ts.ranges.init(variant_mask<Cfg>(p), g.q0, g.rows, g.seqlen_k);
   ts.q_uniform = true;
-  if (p.q_segment_ids) {
-    const i32* qs = p.q_segment_ids + g.b * p.q_seg_stride_b + g.q0;
-    for (int i = 0; i < g.rows; ++i) ts.q_seg[i] = qs[i];
-    ts.q_uniform = uniform_ids(ts.q_seg, g.rows);
+  if constexpr (Cfg::flags.segments) {
+    if (p.q_segment_ids) {
+      const i32* qs = p.q_segment_ids + g.b * p.q_seg_stride_b + g.q0;
+      for (int i = 0; i < g.rows; ++i) ts.q_seg[i] = qs[i];
+      ts.q_uniform = uniform_ids(ts.q_seg, g.rows);
+    }
   }
 }
 
@@ -191,7 +199,8 @@ EJK_HD bool scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry&
     transform_logits<Cfg::flags.bias, Cfg::flags.softcap, Cfg::elem, BQ>(
         st, blk.kn, g.rows, bias, p.bias_stride_q, p.softcap);
   }
-  if (blk.segment_pairs) mask_segments<BQ>(st, blk.kn, g.rows, ts.q_seg, ts.kv_seg);
+  if constexpr (Cfg::flags.segments)
+    if (blk.segment_pairs) mask_segments<BQ>(st, blk.kn, g.rows, ts.q_seg, ts.kv_seg);
   const bool mask_positions = !ts.ranges.fully_visible(blk.k0, blk.k0 + blk.kn - 1);
   return softmax_block<BQ>(ts.softmax, st, blk.kn, blk.k0, mask_positions, ts.ranges,
                            softmax_scale, rescale_threshold, probabilities);

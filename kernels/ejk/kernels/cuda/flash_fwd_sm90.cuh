@@ -43,7 +43,7 @@ struct FlashFwdSm90Config {
   static constexpr int kQBytes = int(kGeometry.q_tile_bytes());
   static constexpr int kKVBytes = int(kGeometry.kv_tile_bytes());
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
-  static constexpr bool kSinks = F.sinks, kBias = F.bias;
+  static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
   static constexpr bool kPingPong = kPingPongOpt && kConsumers == 2;
   static constexpr bool kPersistent = kGeometry.persistent();
   // Persistent causal blocks take items heaviest first in a snake order (sm90_item).

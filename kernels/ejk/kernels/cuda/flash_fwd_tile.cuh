@@ -17,6 +17,7 @@ namespace ejk::cuda {
 struct FlashFlags {
   bool causal = false;
   bool window = false;
+  bool segments = false;  // q/kv segment ids; without it a kernel has no segment code
   bool softcap = false;
   bool sinks = false;
   bool bias = false;
@@ -42,7 +43,7 @@ struct FlashFwdSm80Config {
   static constexpr int kQTileElems = int(kGeometry.q_tile_elems());
   static constexpr int kKVTileElems = int(kGeometry.kv_tile_elems());
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
-  static constexpr bool kSinks = F.sinks, kBias = F.bias;
+  static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -95,8 +96,8 @@ __device__ __forceinline__ KeyRange key_range(const MaskSpec& m, i64 q0, i64 len
 // Per-thread constants of the rows it owns.
 template <class C> struct TileContext {
   i32 q_pos[C::kMTiles][2];  // position of each owned row in its sequence
-  i32 q_seg[C::kMTiles][2];  // its segment id (segments only; -1 past the sequence end)
-  const i32* kv_seg;         // this sequence's kv segment ids, or null
+  i32 q_seg[C::kMTiles][2];  // its segment id (kSegments only; -1 past the sequence end)
+  const i32* kv_seg;         // this sequence's kv segment ids, or null (always without kSegments)
   const u16* bias;           // bias of (sequence, head), row 0 (bias variants)
   float scale_log2;          // scale * log2(e): plain variants go to log2 units in one multiply
   float inv_cap;
@@ -106,7 +107,7 @@ template <class C>
 __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, const SeqSpan& seq,
                                                        i64 h, i64 q0, int warp_row0, int lane) {
   TileContext<C> c;
-  const bool segments = p.q_segment_ids != nullptr;
+  const bool segments = C::kSegments && p.q_segment_ids != nullptr;
   c.kv_seg = segments ? p.kv_segment_ids + seq.index * p.kv_seg_stride_b : nullptr;
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
@@ -114,9 +115,10 @@ __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, 
     for (int half = 0; half < 2; ++half) {
       const i64 q = q0 + warp_row0 + mt * 16 + (lane >> 2) + half * 8;
       c.q_pos[mt][half] = i32(q);
-      c.q_seg[mt][half] = segments && q < seq.len_q
-                              ? p.q_segment_ids[seq.index * p.q_seg_stride_b + q]
-                              : -1;
+      if constexpr (C::kSegments)
+        c.q_seg[mt][half] = segments && q < seq.len_q
+                                ? p.q_segment_ids[seq.index * p.q_seg_stride_b + q]
+                                : -1;
     }
   c.bias = C::kBias ? static_cast<const u16*>(p.bias) + seq.index * p.bias_stride_b +
                           h * p.bias_stride_h
@@ -131,7 +133,7 @@ __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, 
 template <class C>
 __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, const TileContext<C>& c, i64 q0,
                                                 i64 k0, i64 len_k) {
-  if (k0 + C::kBlockK > len_k || c.kv_seg != nullptr) return true;
+  if (k0 + C::kBlockK > len_k || (C::kSegments && c.kv_seg != nullptr)) return true;
   if (!(C::kCausal || C::kWindow)) return false;
   const i64 q_last = q0 + C::kBlockQ - 1;
   return !(k0 >= first_visible_key(q_last, m) && k0 + C::kBlockK - 1 <= last_visible_key(q0, m));
@@ -203,23 +205,26 @@ __device__ __forceinline__ void mask_logits(float (&s)[C::kMTiles][C::kNTiles][4
           if (col < lo || col > hi) s[mt][nt][2 * half + j] = neg_inf_f32();
         }
     }
-  // Segment ids (a run-time choice): one load per key, shared by the thread's rows; the index
-  // is clamped into the sequence (k0 < len_k), so the loads need no branch; keys past the end
-  // are -inf already.
-  if (c.kv_seg != nullptr) {
-    const i32* seg = c.kv_seg + k0;
-    const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
+  // Segment ids (variants with the segments flag; their ids may still be absent at run time):
+  // one load per key, shared by the thread's rows; the index is clamped into the sequence
+  // (k0 < len_k), so the loads need no branch; keys past the end are -inf already.
+  if constexpr (C::kSegments) {
+    if (c.kv_seg != nullptr) {
+      const i32* seg = c.kv_seg + k0;
+      const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
 #pragma unroll
-    for (int nt = 0; nt < C::kNTiles; ++nt)
+      for (int nt = 0; nt < C::kNTiles; ++nt)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const i32 k_seg = seg[min_of(nt * 8 + j + lane_col, k_last)];
+        for (int j = 0; j < 2; ++j) {
+          const i32 k_seg = seg[min_of(nt * 8 + j + lane_col, k_last)];
 #pragma unroll
-        for (int mt = 0; mt < C::kMTiles; ++mt)
+          for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
-          for (int half = 0; half < 2; ++half)
-            if (!segment_visible(c.q_seg[mt][half], k_seg)) s[mt][nt][2 * half + j] = neg_inf_f32();
-      }
+            for (int half = 0; half < 2; ++half)
+              if (!segment_visible(c.q_seg[mt][half], k_seg))
+                s[mt][nt][2 * half + j] = neg_inf_f32();
+        }
+    }
   }
 }
 
