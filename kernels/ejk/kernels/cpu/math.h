@@ -46,18 +46,29 @@ template <class F> EJK_HD F exp_approx(F x) {
 }
 
 #if defined(__AVX512F__)
-// The same e^x with AVX-512's own rounding (vrndscaleps) and 2^n scaling (vscalefps): four
-// instructions fewer per vector, and the softmax calls this once per score.
-template <> EJK_HD vf exp_approx<vf>(vf x) {
+// Pieces of the AVX-512 exps below: n = round(x * log2(e)) with vrndscaleps, and the result
+// er * 2^n with vscalefps, forced to 0 where the argument x was below kExpZeroBelow.
+EJK_HD vf round_log2e_times(vf x) {
   constexpr float kLog2e = 1.44269504088896341f;
+  constexpr int kRoundNearest = 0x08;  // imm8: round to nearest even, suppress exceptions
+  constexpr int kCurrentRounding = 4;
+  return __builtin_ia32_rndscaleps_mask(x * kLog2e, kRoundNearest, x, (unsigned short)0xffff,
+                                        kCurrentRounding);
+}
+EJK_HD vf scale_exp_result(vf er, vf n, vf x) {
+  constexpr int kCurrentRounding = 4;
+  const vf result = __builtin_ia32_scalefps512_mask(er, n, er, (unsigned short)0xffff, kCurrentRounding);
+  return x < splat<vf>(kExpZeroBelow) ? splat<vf>(0.0f) : result;
+}
+
+// The same e^x with AVX-512's own rounding and 2^n scaling: four instructions fewer per
+// vector, and the softmax calls this once per score.
+template <> EJK_HD vf exp_approx<vf>(vf x) {
   constexpr float kLn2Hi = 0.693145751953125f;
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
-  constexpr int kRoundNearest = 0x08;  // imm8: round to nearest even, suppress exceptions
-  constexpr unsigned short kAll = 0xffff;
-  constexpr int kCurrentRounding = 4;
   vf xc = x < splat<vf>(kExpZeroBelow) ? splat<vf>(kExpZeroBelow) : x;
   xc = xc > splat<vf>(kExpMaxArg) ? splat<vf>(kExpMaxArg) : xc;
-  const vf n = __builtin_ia32_rndscaleps_mask(xc * kLog2e, kRoundNearest, xc, kAll, kCurrentRounding);
+  const vf n = round_log2e_times(xc);
   vf r = xc - n * kLn2Hi;
   r = r - n * kLn2Lo;
   vf p = splat<vf>(1.38796854e-3f);
@@ -66,29 +77,23 @@ template <> EJK_HD vf exp_approx<vf>(vf x) {
   p = p * r + 1.66665211e-1f;
   p = p * r + 4.99999970e-1f;
   const vf er = (p * (r * r) + r) + 1.0f;
-  const vf result = __builtin_ia32_scalefps512_mask(er, n, er, kAll, kCurrentRounding);
-  return x < splat<vf>(kExpZeroBelow) ? splat<vf>(0.0f) : result;
+  return scale_exp_result(er, n, x);
 }
 
 // e^x to ~1e-5 (degree-4 polynomial, one-constant ln2), for probabilities that are rounded to
 // bf16 next (2^-9): a third fewer instructions than exp_approx. x must be <= kExpMaxArg
 // (softmax arguments are); 0 below kExpZeroBelow and for -inf, NaN stays NaN.
 EJK_HD vf exp_for_bf16(vf x) {
-  constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2 = 0.693147180559945309f;
-  constexpr int kRoundNearest = 0x08;
-  constexpr unsigned short kAll = 0xffff;
-  constexpr int kCurrentRounding = 4;
   const vf xc = x < splat<vf>(kExpZeroBelow) ? splat<vf>(kExpZeroBelow) : x;
-  const vf n = __builtin_ia32_rndscaleps_mask(xc * kLog2e, kRoundNearest, xc, kAll, kCurrentRounding);
+  const vf n = round_log2e_times(xc);
   const vf r = xc - n * kLn2;
   // e^r = 1 + r + r^2 * P(r), P of degree 2 (own fit, max relative error 6.9e-6)
   vf p = splat<vf>(4.16580960e-2f);
   p = p * r + 1.67552069e-1f;
   p = p * r + 5.00011981e-1f;
   const vf er = (p * (r * r) + r) + 1.0f;
-  const vf result = __builtin_ia32_scalefps512_mask(er, n, er, kAll, kCurrentRounding);
-  return x < splat<vf>(kExpZeroBelow) ? splat<vf>(0.0f) : result;
+  return scale_exp_result(er, n, x);
 }
 #endif
 
