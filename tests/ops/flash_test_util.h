@@ -16,15 +16,23 @@ struct CaseResult {
   bool nan = false, lse_inf_mismatch = false;
 };
 
-inline CaseResult run_and_compare(const cli::FlashCase& c, FlashAttentionOptions opt) {
-  FlashAttentionInputs in = c.inputs();
-  // Poisoned outputs: every element must be written by the kernel.
-  Tensor out = Tensor::empty(c.q.shape(), c.q.dtype());
+// Host out (like q) and lse ([B, Hq, Sq], varlen [1, Hq, total_q]) for a case, poisoned with
+// NaN bytes: every element must be written by the kernel.
+struct CaseOutputs {
+  Tensor out, lse;
+};
+inline CaseOutputs poisoned_outputs(const cli::FlashCase& c) {
   std::vector<int64_t> lse_shape = c.cum_seqlens_q
       ? std::vector<int64_t>{1, c.spec.hq, c.spec.sq} : std::vector<int64_t>{c.spec.b, c.spec.hq, c.spec.sq};
-  Tensor lse = Tensor::empty(lse_shape, DType::f32);
-  std::fill_n(static_cast<unsigned char*>(out.data()), out.nbytes(), 0xff);
-  std::fill_n(static_cast<unsigned char*>(lse.data()), lse.nbytes(), 0xff);
+  CaseOutputs o{Tensor::empty(c.q.shape(), c.q.dtype()), Tensor::empty(lse_shape, DType::f32)};
+  std::fill_n(static_cast<unsigned char*>(o.out.data()), o.out.nbytes(), 0xff);
+  std::fill_n(static_cast<unsigned char*>(o.lse.data()), o.lse.nbytes(), 0xff);
+  return o;
+}
+
+inline CaseResult run_and_compare(const cli::FlashCase& c, FlashAttentionOptions opt) {
+  FlashAttentionInputs in = c.inputs();
+  auto [out, lse] = poisoned_outputs(c);
   RunInfo info = flash_attention_into(in, opt, out.view(), lse.view());
   FlashAttentionReference ref = flash_attention_reference(in, opt);
 

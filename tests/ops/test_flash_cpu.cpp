@@ -159,10 +159,7 @@ struct StagingSetting {
 std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run_bytes(const cli::FlashCase& c,
                                                                             const char* setting) {
   StagingSetting s(setting);
-  Tensor out = Tensor::empty(c.q.shape(), c.q.dtype());
-  std::vector<int64_t> lse_shape = c.cum_seqlens_q ? std::vector<int64_t>{1, c.spec.hq, c.spec.sq}
-                                                   : std::vector<int64_t>{c.spec.b, c.spec.hq, c.spec.sq};
-  Tensor lse = Tensor::empty(lse_shape, DType::f32);
+  auto [out, lse] = test::poisoned_outputs(c);
   flash_attention_into(c.inputs(), c.options(Backend::cpu, 0, 0), out.view(), lse.view());
   auto bytes = [](const Tensor& t) {
     auto* p = static_cast<const unsigned char*>(t.data());
@@ -205,8 +202,7 @@ TEST_CASE("EJK_CPU_STAGE_KV rejects values other than 0 and 1", "[flash][cpu][st
   s.sq = s.sk = 256, s.hq = s.hkv = 4, s.d = 64, s.seed = 3;
   auto c = cli::make_random_case(s);
   StagingSetting bad("yes");
-  Tensor out = Tensor::empty(c.q.shape(), c.q.dtype());
-  Tensor lse = Tensor::empty({c.spec.b, c.spec.hq, c.spec.sq}, DType::f32);
+  auto [out, lse] = test::poisoned_outputs(c);
   try {
     flash_attention_into(c.inputs(), c.options(Backend::cpu, 0, 0), out.view(), lse.view());
     FAIL("expected InvalidArgument");

@@ -18,12 +18,7 @@ std::pair<Tensor, Tensor> run_on_cuda(const cli::FlashCase& c, const FlashAttent
   Device gpu{DeviceKind::cuda, 0};
   std::vector<Tensor> keep;
   FlashAttentionInputs in = c.inputs_on(gpu, keep);
-  std::vector<int64_t> lse_shape = c.cum_seqlens_q ? std::vector<int64_t>{1, c.spec.hq, c.spec.sq}
-                                                   : std::vector<int64_t>{c.spec.b, c.spec.hq, c.spec.sq};
-  Tensor out = Tensor::empty(c.q.shape(), c.q.dtype());
-  Tensor lse = Tensor::empty(lse_shape, DType::f32);
-  std::fill_n(static_cast<unsigned char*>(out.data()), out.nbytes(), 0xff);  // NaN poison
-  std::fill_n(static_cast<unsigned char*>(lse.data()), lse.nbytes(), 0xff);
+  auto [out, lse] = test::poisoned_outputs(c);
   Tensor dout = out.to(gpu), dlse = lse.to(gpu);
   info = flash_attention_into(in, opt, dout.view(), dlse.view());
   synchronize(gpu);
