@@ -29,6 +29,15 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal>(),
       // without ping-pong: within noise of the default in runs 21-23
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal, false>(),
+      // other block_k (FA3's tile shapes: 128 x 176 at head_dim 128, 128 x 80 at 256; 2-stage
+      // rings) and neighbours
+      variant_sm90<Elem::bf16, 64, 128, 192, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 192, kCausal>(),
+      variant_sm90<Elem::bf16, 64, 192, 96, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 160, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 160, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 176, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 176, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 192, kPlain>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal, false>(),
   };
 }
 

@@ -60,6 +60,19 @@ std::vector<Variant> check_variants() {
       // through the Q tile) at head_dim 128 and 256
       variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
       variant_sm90<Elem::bf16, 256, 128, 64, kAll, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      // block_k other than 64 / 128 (multiples of 16, FA3's tile shapes and their neighbours):
+      // 2-stage rings, S = Q K^T at N = 80..224, non-power-of-two TMA boxes and masks, every
+      // consumer count, both schedules, every flag
+      variant_sm90<Elem::bf16, 128, 128, 176, kPlain>(),
+      variant_sm90<Elem::bf16, 128, 128, 176, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      variant_sm90<Elem::f16, 128, 128, 160, kAll>(),
+      variant_sm90<Elem::bf16, 128, 128, 80, kCausal>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kCausal>(),
+      variant_sm90<Elem::f16, 256, 128, 80, FlashFlags{.window = true, .sinks = true, .bias = true}, false>(),
+      variant_sm90<Elem::bf16, 192, 128, 112, kPlain>(),
+      variant_sm90<Elem::bf16, 64, 128, 192, FlashFlags{.causal = true, .window = true}>(),
+      variant_sm90<Elem::bf16, 64, 64, 224, FlashFlags{.softcap = true}>(),
+      variant_sm90<Elem::bf16, 64, 192, 96, kCausal>(),
   };
 }
 

@@ -3,10 +3,46 @@
 sm_90a flash kernel uses. Inline PTX needs one operand per accumulator register (N/2 of them),
 which is too long to write by hand and too regular to get wrong by generating.
 
-  python3 bench/cuda/gen_wgmma.py > kernels/ejk/kernels/cuda/wgmma.cuh
+  python3 bench/cuda/gen_wgmma.py > kernels/ejk/kernels/cuda/wgmma.cuh   (from the repository root)
+
+Every NVRTC compile of a key parses the whole header, so it holds only the N sizes a valid
+sm_90a geometry uses: wgmma_ss (S = Q K^T) at N = block_k, wgmma_rs_tb (O += P V) at N =
+head_dim. The block_k set is read from the geometry itself (flash_fwd_traits.cuh, compiled
+here by the host compiler, $CXX or g++), so the header follows FlashFwdSm90Geometry::valid().
 """
-NS = (64, 128, 192, 256)
+import os, subprocess, sys, tempfile
+
+HEAD_DIMS = (64, 128, 192, 256)  # the sm_90a family: head_dim a multiple of 64 up to 256
+BLOCK_QS = (64, 128, 192)
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
+
+ENUMERATE = r"""
+#include <cstdio>
+#include "ejk/kernels/cuda/flash_fwd_traits.cuh"
+int main() {
+  const int ds[] = {%s}, bqs[] = {%s};
+  for (int bk = 8; bk <= 256; bk += 8) {
+    bool used = false;
+    for (int d : ds)
+      for (int bq : bqs) used = used || ejk::cuda::FlashFwdSm90Geometry{d, bq, bk}.valid();
+    if (used) std::printf("%%d\n", bk);
+  }
+}
+"""
+
+
+def block_ks():
+    """block_k values of every valid sm_90a geometry (head_dim 64..256, block_q 64/128/192)."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "enum.cpp"), os.path.join(tmp, "enum")
+        with open(src, "w") as f:
+            f.write(ENUMERATE % (", ".join(map(str, HEAD_DIMS)), ", ".join(map(str, BLOCK_QS))))
+        cxx = os.environ.get("CXX", "g++")
+        subprocess.run([cxx, "-std=c++20", "-I", os.path.join(root, "kernels"), src, "-o", exe],
+                       check=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    return tuple(int(x) for x in out.split())
 
 
 def operands(n):
@@ -62,9 +98,14 @@ template <int N, Elem E> __device__ __forceinline__ void wgmma_ss(float* d, u64 
 template <int N, Elem E>
 __device__ __forceinline__ void wgmma_rs_tb(float* d, const u32 (&a)[4], u64 desc_b);
 ''')
-    for n in NS:
+    ss_ns = block_ks()
+    print(f"// wgmma_ss: N = {', '.join(map(str, ss_ns))} (block_k); "
+          f"wgmma_rs_tb: N = {', '.join(map(str, HEAD_DIMS))} (head_dim).\n")
+    for n in ss_ns:
         for elem, ptx in TYPES:
             print(ss(n, elem, ptx))
+    for n in HEAD_DIMS:
+        for elem, ptx in TYPES:
             print(rs(n, elem, ptx))
     print("}  // namespace ejk::cuda")
 

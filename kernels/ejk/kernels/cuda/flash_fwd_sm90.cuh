@@ -29,7 +29,8 @@ struct FlashFwdSm90Config {
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
                 "flash_fwd sm90: head_dim a multiple of 64 up to 256, block_q 64 or 128 (or 192 "
-                "at head_dim 64), block_k 64 or 128, shared memory <= 227 KiB");
+                "at head_dim 64), block_k a multiple of 16 in [64, 256] whose S, P and O fit the "
+                "consumer register cap, shared memory <= 227 KiB");
   static constexpr Elem kElem = E;
   static constexpr int kHeadDim = D, kBlockQ = Br, kBlockK = Bc;
   static constexpr int kThreads = int(kGeometry.threads());

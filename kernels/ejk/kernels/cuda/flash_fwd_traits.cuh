@@ -105,13 +105,30 @@ struct FlashFwdSm90Geometry {
       return schedule_override == Sm90Schedule::persistent;
     return 2 * smem_bytes() > kMaxSmemSm90;
   }
+  // Registers per consumer thread: setmaxnreg's split of the 64K-register file at one block
+  // per SM (two consumers: 128 x 24 + 256 x 240; three: 128 x 24 + 384 x 160). One consumer
+  // (no split) may use 255, but without setmaxnreg ptxas spilled from an estimate of 238 on
+  // (d128.bq64.bk192: 4 B, d64.bq64.bk240: 12 B, bk256: 80 B; bk224 at 230: none), so 232.
+  constexpr i64 consumer_reg_cap() const {
+    return consumer_warpgroups() == 3 ? 160 : consumer_warpgroups() == 2 ? 240 : 232;
+  }
+  // What a consumer thread holds across the overlapped loop: S(t+1) (block_k / 2 floats), O
+  // (head_dim / 2), P(t) packed to 16 bits (block_k / 4), plus ~30 for addresses, row state
+  // and loop counters. An estimate: shapes over the cap would spill in the inner loop.
+  static constexpr i64 kConsumerOverheadRegs = 30;
+  constexpr i64 consumer_regs_estimate() const {
+    return block_k / 2 + head_dim / 2 + block_k / 4 + kConsumerOverheadRegs;
+  }
   constexpr bool valid() const {
     // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per
     // loaded byte) only at head_dim 64, where 160 registers per consumer hold S, P and O.
+    // block_k: any multiple of 16 in [64, 256] (the N of S = Q K^T's wgmma and a TMA box of
+    // at most 256 rows; 16 keys per P V k step) whose accumulators fit the register cap.
     return head_dim % 64 == 0 && head_dim <= 256 &&
            (block_q == 64 || block_q == 128 || (block_q == 192 && head_dim == 64)) &&
-           (block_k == 64 || block_k == 128) && stages() >= 2 && stages() <= kMaxStages &&
-           smem_bytes() <= kMaxSmemSm90;
+           block_k % 16 == 0 && block_k >= 64 && block_k <= 256 &&
+           consumer_regs_estimate() <= consumer_reg_cap() && stages() >= 2 &&
+           stages() <= kMaxStages && smem_bytes() <= kMaxSmemSm90;
   }
   // Work items: (q block, q head, sequence), q blocks fastest so that neighbouring blocks
   // share K/V in L2 (flash_fwd_sm90.cuh decodes an item the same way).
