@@ -38,6 +38,16 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 128, 128, 192, kPlain>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal, false>(),
+      // second round (run 2 of the tiles session): per-item schedules of the wider tiles for
+      // short causal rows, head_dim 128 bk144 / causal bk192, head_dim 64 bq192 with bk < 128
+      variant_sm90<Elem::bf16, 64, 192, 112, kPlain>(), variant_sm90<Elem::bf16, 64, 192, 112, kCausal>(),
+      variant_sm90<Elem::bf16, 64, 192, 80, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 144, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 144, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 192, kCausal>(),
+      variant_sm90<Elem::bf16, 128, 128, 160, kCausal, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 176, kCausal, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPerItem>(),
   };
 }
 
@@ -119,6 +129,8 @@ bool selected(const char* var, int64_t value) {
   const char* v = std::getenv(var);
   return v == nullptr || *v == '\0' || std::atoll(v) == value;
 }
+
+std::vector<Variant> bench_variant_list() { return bench_variants(); }
 
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();

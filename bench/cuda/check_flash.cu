@@ -3,6 +3,7 @@
 //
 //   check_flash check [seed [n [first]]]  randomized feature matrix vs the float64 reference
 //                                (n variants from index first)
+//   check_flash check-bench [...]  the same problems on every variant the bench times
 //   check_flash bench            bf16 grid: B*S = 16k, Hq*D = 2048; JSON lines on stdout
 //
 // Each case draws fresh random inputs, poisons the outputs with NaN, and fails on any NaN left,
@@ -230,10 +231,10 @@ std::vector<Problem> problems_for(std::mt19937_64& rng) {
   return out;
 }
 
-int run_checks(uint64_t seed, size_t max_variants, size_t first) {
+int run_checks(const std::vector<Variant>& variants, uint64_t seed, size_t max_variants,
+               size_t first) {
   std::mt19937_64 rng(seed);
   int failed = 0, total = 0;
-  const std::vector<Variant> variants = check_variants();
   for (size_t i = first; i < std::min(first + max_variants, variants.size()); ++i)
     for (const Problem& pr : problems_for(rng)) {
       ++total;
@@ -245,15 +246,18 @@ int run_checks(uint64_t seed, size_t max_variants, size_t first) {
 
 }  // namespace
 
-int run_bench();  // bench_flash.cu
+int run_bench();                                    // bench_flash.cu
+std::vector<ejk::check::Variant> bench_variant_list();  // bench_flash.cu
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
-  if (mode == "check")
-    return run_checks(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261121,
+  // check-bench: the same problems on every variant the bench times
+  if (mode == "check" || mode == "check-bench")
+    return run_checks(mode == "check" ? check_variants() : bench_variant_list(),
+                      argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261121,
                       argc > 3 ? std::strtoull(argv[3], nullptr, 10) : size_t(1) << 20,
                       argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0);
   if (mode == "bench") return run_bench();
-  std::fprintf(stderr, "usage: check_flash check [seed] | bench\n");
+  std::fprintf(stderr, "usage: check_flash check|check-bench [seed [n [first]]] | bench\n");
   return 2;
 }
