@@ -48,6 +48,9 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 128, 128, 176, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPerItem>(),
+      // the same schedule at block_k 64 (is bk80's gain at S <= 2k the tile or the schedule?)
+      variant_sm90<Elem::bf16, 256, 128, 64, kPlain, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 256, 128, 64, kCausal, true, 0, kPerItem>(),
   };
 }
 
