@@ -6,7 +6,9 @@
 ours.jsonl: check_flash bench output. For every (S, D, causal) in it, times PyTorch SDPA's
 FlashAttention-2 and cuDNN backends with peers.py's timer (do_bench median) and FLOP count,
 writes their rows to peers.jsonl, and prints one table row per shape: our best tile config,
-its TFLOP/s, the peers' TFLOP/s and speed ratios (peer time / our time: > 1 means we are faster).
+its TFLOP/s, the peers' TFLOP/s and speed ratios (peer time / our time: > 1 means we are faster),
+then the same for the variant the spec's heuristic picks on sm90a (what `ejk` runs by default;
+the best may be a tuning variant no key builds: another schedule, no ping-pong).
 """
 import json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +37,27 @@ def time_peers(s, d, causal):
     return rows
 
 
+SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../specs/flash_attention.yaml")
+
+
+def default_config(s, d, causal):
+    """(block_q, block_k) of the spec's sm90a heuristic: its `when` expressions evaluated here."""
+    import yaml
+    rules = yaml.safe_load(open(SPEC))["backends"]["cuda"]["heuristic"]
+    env = {"sm": 90, "head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": int(causal), "dtype_bytes": 2}
+    for rule in rules:
+        when = rule.get("when")
+        if when is None or eval(when.replace("&&", " and ").replace("||", " or "), {}, env):
+            return rule["choose"]["block_q"], rule["choose"]["block_k"]
+
+
+def default_row(ours, s, d, causal):
+    bq, bk = default_config(s, d, causal)
+    name = f"bf16.d{d}.bq{bq}.bk{bk}" + (".causal" if causal else "") + ".wgmma"
+    rows = [r for r in ours if (r["s"], r["d"], r["causal"]) == (s, d, causal) and r["variant"] == name]
+    return rows[0] if rows else None
+
+
 def main():
     ours = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
     best = {}
@@ -43,13 +66,18 @@ def main():
         if key not in best or r["ms"] < best[key]["ms"]:
             best[key] = r
     out = open(sys.argv[2], "w")
-    print(f"{'D':>4} {'S':>6} {'causal':>6} | {'ours':>6} {'variant':<28} | {'fa2':>6} {'cudnn':>6} | {'x fa2':>6} {'x cudnn':>7}")
+    print(f"{'D':>4} {'S':>6} {'causal':>6} | {'ours':>6} {'variant':<28} | {'fa2':>6} {'cudnn':>6} | {'x fa2':>6} {'x cudnn':>7}"
+          f" | {'default':>7} {'x fa2':>6} {'x cudnn':>7}")
     for (s, d, causal), r in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         p = time_peers(s, d, causal)
         out.write(json.dumps({"s": s, "d": d, "causal": causal, **p}) + "\n")
         def tf(n): return f"{p[n]['tflops']:6.1f}" if "ms" in p[n] else "   n/a"
         def ratio(n): return f"{p[n]['ms'] / r['ms']:6.2f}" if "ms" in p[n] else "   n/a"
-        print(f"{d:>4} {s:>6} {str(causal):>6} | {r['tflops']:6.1f} {r['variant']:<28} | {tf('flash2')} {tf('cudnn')} | {ratio('flash2')} {ratio('cudnn'):>7}", flush=True)
+        dr = default_row(ours, s, d, causal)
+        def dratio(n): return f"{p[n]['ms'] / dr['ms']:6.2f}" if dr and "ms" in p[n] else "   n/a"
+        dcell = f"{dr['tflops']:7.1f}" if dr else "    n/a"
+        print(f"{d:>4} {s:>6} {str(causal):>6} | {r['tflops']:6.1f} {r['variant']:<28} | {tf('flash2')} {tf('cudnn')} | {ratio('flash2')} {ratio('cudnn'):>7}"
+              f" | {dcell} {dratio('flash2')} {dratio('cudnn'):>7}", flush=True)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,8 @@ TEST_CASE("spec: domains, JIT ranges and constraints", "[spec]") {
   CHECK_FALSE(valid("flash_fwd.cuda.sm90a.f32.d128.bq128.bk128"));        // no f32 on cuda
   CHECK_FALSE(valid("flash_fwd.cuda.sm80.bf16.d256.bq128.bk128"));        // shared memory
   CHECK(valid("flash_fwd.cuda.sm90a.bf16.d128.bq128.bk128.causal.win"));
+  CHECK(valid("flash_fwd.cuda.sm90a.bf16.d256.bq128.bk80"));              // unpadded sm90 tiles fit
+  CHECK_FALSE(valid("flash_fwd.cuda.sm80.bf16.d256.bq128.bk80"));         // padded sm80 tiles do not
   CHECK_THROWS_WITH(spec().validate(spec().parse_key("flash_fwd.cpu.avx2.f32.d12.bq32.bk64")),
                     ContainsSubstring("head_dim = 12") && ContainsSubstring("8..256"));
 }
@@ -169,13 +171,26 @@ TEST_CASE("spec: the CPU heuristic picks the AOT block shapes by default", "[spe
 }
 
 TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
-  const std::map<std::string, int64_t> problem = {{"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}};
-  CHECK(spec().choose_config("cuda", "sm90a", problem) ==
-        std::map<std::string, int64_t>{{"block_k", 128}, {"block_q", 128}});
+  const std::map<std::string, int64_t> problem = {
+      {"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}};
+  using Config = std::map<std::string, int64_t>;
+  auto with = [&](std::map<std::string, int64_t> changes) {
+    auto pr = problem;
+    for (const auto& [name, value] : changes) pr[name] = value;
+    return pr;
+  };
+  // sm90a (measured on an H200, bench/cuda/NOTES.md v7 and v12): the tile follows head_dim,
+  // the mask and the sequence length.
+  CHECK(spec().choose_config("cuda", "sm90a", problem) == Config{{"block_k", 160}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 1024}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 8192}})).at("block_k") == 160);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}})) == Config{{"block_k", 80}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}})).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm80", problem).at("block_k") == 64);
-  auto big = problem;
-  big["head_dim"] = 256;
-  CHECK(spec().choose_config("cuda", "sm80", big).at("block_k") == 32);
+  CHECK(spec().choose_config("cuda", "sm80", with({{"head_dim", 256}})).at("block_k") == 32);
   CHECK_THROWS_WITH(spec().choose_config("cuda", problem), ContainsSubstring("'sm'"));
   CHECK_THROWS_AS(spec().choose_config("cuda", "sm70", problem), InvalidArgument);
 }
