@@ -202,7 +202,7 @@ inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
 // pairs are cut into groups of `group` pairs whose K and V fit the L2 budget together (whole
 // GQA groups: the q heads of one kv head are neighbours), and a group's items run heaviest
 // first (the last q blocks first, pairs fastest), so the ~grid items in flight share a few
-// heads' K/V instead of all heads' (NOTES.md v12). Each group is padded to whole rounds of
+// heads' K/V instead of each reading its own from DRAM (NOTES.md v12). Each group is padded to whole rounds of
 // gridDim.x items (the padding items are empty) and the blocks deal the rounds in a snake
 // (odd rounds reversed, the parity running on across groups), as before the grouping: block
 // sums of work stay within a few percent of each other while a group spans >= 2 rounds.
@@ -223,6 +223,10 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   const u32 kv_head = max_of<u32>(1, u32(p.seqlen_k) * u32(C::kHeadDim / 64));
   const u32 kv_heads = max_of<u32>(1, u32(min_of<i64>(budget, 0xffffffffll)) / kv_head);
   o.group = min_of<u32>(o.pairs, kv_heads * u32(p.heads_q / p.heads_kv));
+  // Only where the ungrouped order has fewer than 4 items of a pair in flight (pairs > grid / 4),
+  // i.e. reads most K/V tiles from DRAM: with more, it shares them in L2 already and the groups
+  // measured 2-5% slower (S >= 8k at head_dim 128, NOTES.md v12).
+  if (4 * o.pairs <= gridDim.x) o.group = o.pairs;
   o.rounds = ceil_div<u32>(o.group * o.q_blocks, gridDim.x);
   return o;
 }
