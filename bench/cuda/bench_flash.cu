@@ -126,7 +126,9 @@ void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
 #endif
 
 void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool causal) {
-  const int64_t B = 16384 / S, H = 2048 / D;
+  // EJK_BENCH_TOKENS=n: B*S = n instead of the issue's 16k (shapes beyond the grid)
+  const char* tokens = std::getenv("EJK_BENCH_TOKENS");
+  const int64_t B = std::max<int64_t>(1, (tokens && *tokens ? std::atoll(tokens) : 16384) / S), H = 2048 / D;
   const size_t n = size_t(B) * S * H * D;
   uint16_t *q = random_tensor(n, 1), *k = random_tensor(n, 2), *v = random_tensor(n, 3), *o = nullptr;
   float* lse = nullptr;

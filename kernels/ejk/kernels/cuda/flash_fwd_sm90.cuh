@@ -250,27 +250,28 @@ __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
 // goes group by group, q blocks slowest.
 template <class C>
 __device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm90Block& blk) {
-  i64 qb, hz, q_blocks;
+  // 32-bit: item counts are far below 2^32, and 64-bit divisions are long code.
+  u32 qb, hz, q_blocks;
   if constexpr (C::kSnake) {
     const Sm90CausalOrder o = sm90_causal_order<C>(p);
     const u32 it = u32(item), per_group = o.rounds * gridDim.x;
     const u32 c = it / per_group, local = it - c * per_group;
     const u32 pairs_c = min_of<u32>(o.group, o.pairs - c * o.group);  // the last may be short
     if (local >= pairs_c * o.q_blocks) return false;                   // padding
-    const u32 j = local / pairs_c;
     q_blocks = o.q_blocks;
-    qb = j;
-    hz = c * o.group + (local - j * pairs_c);
+    qb = local / pairs_c;
+    hz = c * o.group + (local - qb * pairs_c);
   } else {
-    q_blocks = ceil_div<i64>(p.seqlen_q, C::kBlockQ);
-    hz = item / q_blocks;
-    qb = item - hz * q_blocks;
+    q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
+    hz = u32(item) / q_blocks;
+    qb = u32(item) - hz * q_blocks;
   }
-  blk.q0 = (q_blocks - 1 - qb) * C::kBlockQ;
-  blk.h = hz % p.heads_q;
-  blk.seq = sequence_span(p, hz / p.heads_q);
+  const u32 heads_q = u32(p.heads_q), b = hz / heads_q;
+  blk.q0 = i64(q_blocks - 1 - qb) * C::kBlockQ;
+  blk.h = hz - b * heads_q;
+  blk.seq = sequence_span(p, b);
   if (blk.q0 >= blk.seq.len_q) return false;
-  blk.hk = blk.h / (p.heads_q / p.heads_kv);
+  blk.hk = u32(blk.h) / (heads_q / u32(p.heads_kv));
   blk.valid_q = int(min_of<i64>(C::kBlockQ, blk.seq.len_q - blk.q0));
   blk.mask = variant_mask<C>(p);
   blk.keys = key_range<C>(blk.mask, blk.q0, blk.seq.len_k);
