@@ -202,12 +202,13 @@ inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
 // pairs are cut into groups of `group` pairs whose K and V fit the L2 budget together (whole
 // GQA groups: the q heads of one kv head are neighbours), and a group's items run heaviest
 // first (the last q blocks first, pairs fastest), so the ~grid items in flight share a few
-// heads' K/V instead of each reading its own from DRAM (NOTES.md v12). Each group is padded to whole rounds of
-// gridDim.x items (the padding items are empty) and the blocks deal the rounds in a snake
-// (odd rounds reversed, the parity running on across groups), as before the grouping: block
-// sums of work stay within a few percent of each other while a group spans >= 2 rounds.
-// 32-bit arithmetic (item counts are far below 2^32): 64-bit divisions are calls, and the
-// producer runs on 24 registers.
+// heads' K/V instead of each reading its own from DRAM (NOTES.md v12). Each group is padded
+// to whole rounds of gridDim.x items (the padding items are empty) and the blocks deal the
+// rounds in a snake (odd rounds reversed, the parity running on across groups), as before the
+// grouping: block sums of work stay within a few percent of each other while a group spans
+// >= ~3 rounds, which the 48 MiB default gives at every head_dim (smaller budgets do not:
+// bench/cuda/sched_sim.py). 32-bit arithmetic (item counts are far below 2^32): 64-bit
+// divisions are long code or calls, and the producer runs on 24 registers.
 struct Sm90CausalOrder {
   u32 pairs, q_blocks, group;  // (head, sequence) pairs, q blocks per pair, pairs per group
   u32 rounds;                  // rounds of gridDim.x items per full group
@@ -225,7 +226,7 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   o.group = min_of<u32>(o.pairs, kv_heads * u32(p.heads_q / p.heads_kv));
   // Only where the ungrouped order has fewer than 4 items of a pair in flight (pairs > grid / 4),
   // i.e. reads most K/V tiles from DRAM: with more, it shares them in L2 already and the groups
-  // measured 2-5% slower (S >= 8k at head_dim 128, NOTES.md v12).
+  // measured 4-7% slower (S >= 8k, head_dim 128 and 256; NOTES.md v12).
   if (4 * o.pairs <= gridDim.x) o.group = o.pairs;
   o.rounds = ceil_div<u32>(o.group * o.q_blocks, gridDim.x);
   return o;
