@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "variant_launch.cuh"
@@ -94,8 +96,61 @@ float median_ms(const Variant& v, const ejk::FlashFwdParams& p) {
   return t[t.size() / 2];
 }
 
+// EJK_BENCH_L2=a,b,...: time each variant with FlashFwdParams::l2_kv_bytes = a, b, ... in turn
+// (the persistent causal order's head-group budget; 0 = the kernel's default), for A/B runs of
+// the order inside one binary. EJK_BENCH_VARIANTS=s1,s2: only variants whose name contains one.
+std::vector<int64_t> l2_budgets() {
+  std::vector<int64_t> out;
+  const char* e = std::getenv("EJK_BENCH_L2");
+  for (const char* c = e; c && *c;) {
+    out.push_back(std::atoll(c));
+    c = std::strchr(c, ',');
+    c = c ? c + 1 : nullptr;
+  }
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+bool variant_selected(const Variant& v) {
+  const char* e = std::getenv("EJK_BENCH_VARIANTS");
+  if (e == nullptr || *e == '\0') return true;
+  const std::string name = v.name(), list = e;
+  for (size_t a = 0; a <= list.size();) {
+    const size_t b = std::min(list.find(',', a), list.size());
+    if (b > a && name.find(list.substr(a, b - a)) != std::string::npos) return true;
+    a = b + 1;
+  }
+  return false;
+}
+
+#if defined(EJK_SM90_PROBE)
+// Probe builds: one more launch, then the spread of block finish times (microseconds after
+// the earliest block start): min / median / max end and the mean start.
+void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
+  unsigned long long zero[2 * 1024] = {};
+  CUDA_OK(cudaMemcpyToSymbol(ejk::cuda::ejk_sm90_probe, zero, sizeof(zero)));
+  launch(v, p);
+  CUDA_OK(cudaDeviceSynchronize());
+  unsigned long long t[2 * 1024];
+  CUDA_OK(cudaMemcpyFromSymbol(t, ejk::cuda::ejk_sm90_probe, sizeof(t)));
+  std::vector<double> starts, ends;
+  for (int b = 0; b < 1024; ++b)
+    if (t[2 * b + 1] != 0) starts.push_back(double(t[2 * b])), ends.push_back(double(t[2 * b + 1]));
+  if (ends.empty()) return;
+  const double t0 = *std::min_element(starts.begin(), starts.end());
+  std::sort(ends.begin(), ends.end());
+  double s_mean = 0;
+  for (double s : starts) s_mean += (s - t0) / starts.size();
+  std::printf(", \"blocks\": %zu, \"end_min_us\": %.1f, \"end_med_us\": %.1f, \"end_max_us\": %.1f, \"start_mean_us\": %.2f",
+              ends.size(), (ends.front() - t0) / 1e3, (ends[ends.size() / 2] - t0) / 1e3,
+              (ends.back() - t0) / 1e3, s_mean / 1e3);
+}
+#endif
+
 void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool causal) {
-  const int64_t B = 16384 / S, H = 2048 / D;
+  // EJK_BENCH_TOKENS=n: B*S = n instead of the issue's 16k (shapes beyond the grid)
+  const char* tokens = std::getenv("EJK_BENCH_TOKENS");
+  const int64_t B = std::max<int64_t>(1, (tokens && *tokens ? std::atoll(tokens) : 16384) / S), H = 2048 / D;
   const size_t n = size_t(B) * S * H * D;
   uint16_t *q = random_tensor(n, 1), *k = random_tensor(n, 2), *v = random_tensor(n, 3), *o = nullptr;
   float* lse = nullptr;
@@ -113,12 +168,22 @@ void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool caus
   p.normalize_output = 1;
   const double pairs = causal ? double(S) * (S + 1) / 2 : double(S) * S;
   const double flops = 4.0 * B * H * pairs * D;
+  const std::vector<int64_t> budgets = l2_budgets();
   for (const Variant& var : vs) {
-    if (var.head_dim != D || var.flags.causal != causal) continue;
-    const float ms = median_ms(var, p);
-    std::printf("{\"kernel\": \"ejk\", \"variant\": \"%s\", \"b\": %lld, \"h\": %lld, \"s\": %lld, \"d\": %lld, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f}\n",
-                var.name().c_str(), (long long)B, (long long)H, (long long)S, (long long)D,
-                causal ? "true" : "false", ms, flops / ms / 1e9);
+    if (var.head_dim != D || var.flags.causal != causal || !variant_selected(var)) continue;
+    for (size_t i = 0; i < budgets.size(); ++i) {
+      if (i > 0 && !(var.persistent && causal)) break;  // the budget changes nothing else
+      p.l2_kv_bytes = budgets[i];
+      const float ms = median_ms(var, p);
+      std::printf("{\"kernel\": \"ejk\", \"variant\": \"%s\", \"b\": %lld, \"h\": %lld, \"s\": %lld, \"d\": %lld, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f",
+                  var.name().c_str(), (long long)B, (long long)H, (long long)S, (long long)D,
+                  causal ? "true" : "false", ms, flops / ms / 1e9);
+      if (budgets.size() > 1 || budgets[0] != 0) std::printf(", \"l2_kv_bytes\": %lld", (long long)budgets[i]);
+#if defined(EJK_SM90_PROBE)
+      if (var.persistent) print_probe(var, p);
+#endif
+      std::printf("}\n");
+    }
   }
   std::fflush(stdout);
   for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse}) CUDA_OK(cudaFree(x));
