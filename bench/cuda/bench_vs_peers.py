@@ -44,7 +44,8 @@ def default_config(s, d, causal):
     """(block_q, block_k) of the spec's sm90a heuristic: its `when` expressions evaluated here."""
     import yaml
     rules = yaml.safe_load(open(SPEC))["backends"]["cuda"]["heuristic"]
-    env = {"sm": 90, "head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": int(causal), "dtype_bytes": 2}
+    env = {"sm": 90, "head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": int(causal), "dtype_bytes": 2,
+           "extras": 0}
     for rule in rules:
         when = rule.get("when")
         if when is None or eval(when.replace("&&", " and ").replace("||", " or "), {}, env):

@@ -72,6 +72,8 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
     }
   }
   if (key.get_enum("dtype") == "f32") problem["dtype_bytes"] = 4; else problem["dtype_bytes"] = 2;
+  problem["extras"] = 0;
+  for (const char* flag : {"window", "segments", "softcap", "bias"}) problem["extras"] += key.get_flag(flag);
   auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));

@@ -172,7 +172,7 @@ TEST_CASE("spec: the CPU heuristic picks the AOT block shapes by default", "[spe
 
 TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   const std::map<std::string, int64_t> problem = {
-      {"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}};
+      {"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}, {"extras", 0}};
   using Config = std::map<std::string, int64_t>;
   auto with = [&](std::map<std::string, int64_t> changes) {
     auto pr = problem;
@@ -188,6 +188,9 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}})) == Config{{"block_k", 80}, {"block_q", 128}});
+  // per-score extras (window, segments, softcap, bias) keep the narrower tiles
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}, {"extras", 2}})).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}})).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm80", problem).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm80", with({{"head_dim", 256}})).at("block_k") == 32);
