@@ -183,10 +183,11 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   // the mask and the sequence length.
   CHECK(spec().choose_config("cuda", "sm90a", problem) == Config{{"block_k", 160}, {"block_q", 128}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 1024}})).at("block_k") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 8192}})).at("block_k") == 160);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 2048}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 160);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}})) == Config{{"block_k", 80}, {"block_q", 128}});
   // per-score extras (window, segments, softcap, bias) keep the narrower tiles
   CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
