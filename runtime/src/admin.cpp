@@ -11,6 +11,7 @@
 #if EJK_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #include "cuda_variants.h"
+#include "flash_dispatch.h"
 #endif
 #include "ejk/core/error.h"
 #include "registry.h"
@@ -72,8 +73,7 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
     }
   }
   if (key.get_enum("dtype") == "f32") problem["dtype_bytes"] = 4; else problem["dtype_bytes"] = 2;
-  problem["extras"] = 0;
-  for (const char* flag : {"window", "segments", "softcap", "bias"}) problem["extras"] += key.get_flag(flag);
+  problem["extras"] = detail::logit_extras(key);
   auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));

@@ -61,23 +61,29 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
   VariantKey key = schema.blank_key(backend, target);
   key.set_enum("dtype", std::string(dtype_name(pb.dtype)));
   key.set_int("head_dim", pb.params.head_dim);
-  std::map<std::string, int64_t> problem{{"head_dim", pb.params.head_dim},
-                                         {"seqlen_q", pb.params.seqlen_q},
-                                         {"seqlen_k", pb.params.seqlen_k},
-                                         {"causal", opt.causal ? 1 : 0},
-                                         {"dtype_bytes", static_cast<int64_t>(dtype_size(pb.dtype))},
-                                         {"extras", int64_t{pb.window} + pb.segments + pb.softcap + pb.bias}};
-  auto chosen = schema.choose_config(backend, target, problem);
-  key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
-  key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
   key.set_flag("causal", opt.causal);
   key.set_flag("window", pb.window);
   key.set_flag("segments", pb.segments);
   key.set_flag("softcap", pb.softcap);
   key.set_flag("sinks", pb.sinks);
   key.set_flag("bias", pb.bias);
+  std::map<std::string, int64_t> problem{{"head_dim", pb.params.head_dim},
+                                         {"seqlen_q", pb.params.seqlen_q},
+                                         {"seqlen_k", pb.params.seqlen_k},
+                                         {"causal", opt.causal ? 1 : 0},
+                                         {"dtype_bytes", static_cast<int64_t>(dtype_size(pb.dtype))},
+                                         {"extras", logit_extras(key)}};
+  auto chosen = schema.choose_config(backend, target, problem);
+  key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
+  key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
   schema.validate(key);
   return key;
+}
+
+int64_t logit_extras(const VariantKey& key) {
+  int64_t n = 0;
+  for (const char* flag : {"window", "segments", "softcap", "bias"}) n += key.get_flag(flag);
+  return n;
 }
 
 void require_variant_covers(const VariantKey& key, const FlashFwdParams& p) {

@@ -13,6 +13,10 @@ namespace ejk::detail {
 VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const FlashAttentionOptions& opt,
                      std::string_view backend, std::string_view target);
 
+// The heuristic's problem variable `extras` (specs/flash_attention.yaml): how many of the key's
+// per-score flags (window, segments, softcap, bias) are on.
+int64_t logit_extras(const VariantKey& key);
+
 // Throws InvalidArgument naming the key if the variant lacks code for what params use
 // (segment ids without the segments flag): a kernel must never silently drop a mask.
 void require_variant_covers(const VariantKey& key, const FlashFwdParams& p);

@@ -113,8 +113,8 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
   if (f.wgmma) {
     const FlashFwdSm90Geometry g{head_dim, block_q, block_k};
     // The kernel decodes work items in 32-bit arithmetic (flash_fwd_sm90.cuh sm90_block).
-    if (g.work_items(p) >= (int64_t{1} << 31))
-      throw InvalidArgument("CUDA flash_fwd (sm90a): " + std::to_string(g.work_items(p)) +
+    if (const int64_t items = g.work_items(p); items >= (int64_t{1} << 31))
+      throw InvalidArgument("CUDA flash_fwd (sm90a): " + std::to_string(items) +
                             " work items (q blocks x heads x sequences); expected fewer than 2^31");
     s.grid[0] = unsigned(g.grid_x(p, sm_count));
     s.grid[1] = unsigned(g.grid_y(p));
