@@ -125,6 +125,13 @@ __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
 // s holds x / exp_scale for log2 logits x (exp_scale > 0: raw dot products with the scale
 // folded in, or 1): the max is taken on s and scaled once per row, and each score costs one
 // FFMA and one ex2. Masked entries are -inf either way.
+// The reference max m moves only when a tile's max exceeds it by more than kMaxLag (log2
+// units; FlashAttention-4's rule): probabilities are then <= 2^kMaxLag (exact in fp32, and
+// bf16 / f16 keep their relative precision up to 256), the sums stay exact relative to m,
+// finish_rows moves them to the true max, and O needs rescaling only in the few tiles where m
+// moved, so rescale_o skips it in the others.
+inline constexpr float kMaxLag = 8.f;
+
 template <class C>
 __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
                                                  RowState (&rows)[1][2], float (&alpha)[2],
@@ -137,9 +144,11 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
       mx = fmax_f32(mx, fmax_f32(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
     mx = quad_max(mx) * exp_scale;  // -inf stays -inf (exp_scale > 0)
     RowState& r = rows[0][half];
-    const float m_new = fmax_f32(r.m, mx);
+    r.top = fmax_f32(r.top, mx);
+    const bool raise = mx > r.m + kMaxLag;  // m = -inf: any visible key raises it
+    const float m_new = raise ? mx : r.m;
     const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;  // see online_softmax
-    alpha[half] = fast_exp2(r.m - m_use);
+    alpha[half] = raise ? fast_exp2(r.m - m_use) : 1.f;
     r.m = m_new;
     float sum = 0.f;
 #pragma unroll
@@ -154,14 +163,11 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
   }
 }
 
-// Above head_dim 128 it is skipped (exactly: the factors are 1) when no row of the warp raised
-// its max in this tile, which is most tiles once rows have seen a few: 128 FMULs per thread
-// saved at D=256 (+1-7%, runs 16-17). At D <= 128 the vote and branch cost more than the D / 2
-// FMULs they save (-3% at D=64 and D=128, runs 16-17).
+// Skipped (exactly: the factors are 1) when no row of the warp moved its reference max in this
+// tile, which with the lag above is all but the first tiles of a row.
 template <class C>
 __device__ __forceinline__ void rescale_o(float (&o)[1][C::kDTiles][4], const float (&alpha)[2]) {
-  if constexpr (C::kHeadDim > 128)
-    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int dt = 0; dt < C::kDTiles; ++dt)
 #pragma unroll

@@ -230,7 +230,9 @@ __device__ __forceinline__ void mask_logits(float (&s)[C::kMTiles][C::kNTiles][4
 
 // Online softmax state of one row (per lane: its partial of the row sum).
 struct RowState {
-  float m;          // running max, log2 units; -inf while nothing is visible
+  float m;          // reference max the probabilities are taken against, log2 units; -inf
+                    // while nothing is visible (sm90: may lag the row max, see softmax_deferred)
+  float top;        // the row max seen so far (log2 units)
   float l;          // this lane's share of sum exp2(x - m)
   float out_scale;  // epilogue: multiplier of the O accumulator
   float lse;        // epilogue: natural-log lse
@@ -240,7 +242,7 @@ template <class C> __device__ __forceinline__ void init_rows(RowState (&rows)[C:
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) rows[mt][half] = {neg_inf_f32(), 0.f, 0.f, 0.f};
+    for (int half = 0; half < 2; ++half) rows[mt][half] = {neg_inf_f32(), neg_inf_f32(), 0.f, 0.f, 0.f};
 }
 
 // s: log2 logits in, probabilities (relative to the new max) out; O rescaled to that max.
@@ -263,7 +265,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kMTiles][C::kNTiles
       // instead of exp2(-inf - -inf) = NaN.
       const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;
       const float alpha = fast_exp2(r.m - m_use);
-      r.m = m_new;
+      r.m = r.top = m_new;
       float sum = 0.f;
 #pragma unroll
       for (int nt = 0; nt < C::kNTiles; ++nt)
@@ -282,8 +284,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kMTiles][C::kNTiles
     }
 }
 
-// Folds in the sinks (they join the max and the denominator, carry no value), then sets the
-// O multiplier and the lse. No visible key and no sink: out 0, lse -inf.
+// Folds in the sinks (they join the max and the denominator, carry no value) and moves the
+// sum from the reference max to the row max (they differ where softmax_deferred let the
+// reference lag), then sets the O multiplier and the lse. No visible key and no sink: out 0,
+// lse -inf.
 template <class C>
 __device__ __forceinline__ void finish_rows(RowState (&rows)[C::kMTiles][2],
                                             const FlashFwdParams& p, i64 h) {
@@ -292,21 +296,18 @@ __device__ __forceinline__ void finish_rows(RowState (&rows)[C::kMTiles][2],
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       RowState& r = rows[mt][half];
-      float l = quad_sum(r.l), m = r.m, factor = 1.f;
-      if (C::kSinks) {
-        const float* aux = p.softmax_aux + h * p.num_sinks;
-        float m_sink = neg_inf_f32();
-        for (i64 i = 0; i < p.num_sinks; ++i) m_sink = max_of(m_sink, aux[i] * kLog2e);
-        const float m_fin = max_of(m, m_sink);
-        const float m_use = m_fin == neg_inf_f32() ? 0.f : m_fin;
-        factor = fast_exp2(m - m_use);
-        l *= factor;
+      float l = quad_sum(r.l), m_fin = r.top;
+      const float* aux = p.softmax_aux + h * p.num_sinks;
+      if (C::kSinks)
+        for (i64 i = 0; i < p.num_sinks; ++i) m_fin = max_of(m_fin, aux[i] * kLog2e);
+      const float m_use = m_fin == neg_inf_f32() ? 0.f : m_fin;
+      const float factor = fast_exp2(r.m - m_use);  // 1 when nothing lagged and no sink is above
+      l *= factor;
+      if (C::kSinks)
         for (i64 i = 0; i < p.num_sinks; ++i) l += fast_exp2(aux[i] * kLog2e - m_use);
-        m = m_fin;
-      }
       const bool any = l > 0.f;
       r.out_scale = any ? (p.normalize_output ? factor / l : factor) : 0.f;
-      r.lse = any ? (m + fast_log2(l)) * kLn2 : neg_inf_f32();
+      r.lse = any ? (m_fin + fast_log2(l)) * kLn2 : neg_inf_f32();
     }
 }
 
