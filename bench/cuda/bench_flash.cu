@@ -16,18 +16,16 @@
 namespace {
 using namespace ejk::check;
 
-// The sm_90a family's default keys' tile configs (by_default schedule: persistent where a block
-// fills an SM's shared memory) and the alternatives that were the best in some row of runs
-// 18-27. The sm80 family's configs were measured in runs 1-3 (bench/cuda/NOTES.md).
+// The sm_90a family's default keys' tile configs (by_default schedule: flash_fwd_traits.cuh)
+// and the alternatives that were the best in some row of earlier runs. The sm80 family's
+// configs were measured in runs 1-3 (bench/cuda/NOTES.md).
 std::vector<Variant> bench_variants() {
   constexpr ejk::cuda::Sm90Schedule kPerItem = ejk::cuda::Sm90Schedule::per_item;
+  constexpr ejk::cuda::Sm90Schedule kPersist = ejk::cuda::Sm90Schedule::persistent;
   return {
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal>(),
-      // one block per item at head_dim 128: the default there until v10 (NOTES.md v9, v10)
-      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal>(),
       // without ping-pong: within noise of the default in runs 21-23
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal, false>(),
@@ -40,26 +38,22 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 128, 128, 192, kPlain>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal, false>(),
-      // second round (run 2 of the tiles session): per-item schedules of the wider tiles for
-      // short causal rows, head_dim 128 bk144 / causal bk192, head_dim 64 bq192 with bk < 128
+      // head_dim 128 bk144 / causal bk192, head_dim 64 bq192 with bk < 128 (tiles run 2)
       variant_sm90<Elem::bf16, 64, 192, 112, kPlain>(), variant_sm90<Elem::bf16, 64, 192, 112, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 80, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 144, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 144, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 192, kCausal>(),
-      variant_sm90<Elem::bf16, 128, 128, 160, kCausal, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 128, 128, 176, kCausal, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPerItem>(),
-      // the same schedule at block_k 64 (is bk80's gain at S <= 2k the tile or the schedule?)
-      variant_sm90<Elem::bf16, 256, 128, 64, kPlain, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 256, 128, 64, kCausal, true, 0, kPerItem>(),
-      // per-item twins of the other heuristic defaults (session 4: per item won at head_dim
-      // 128 causal after v14; is it the schedule or the staged O stores?)
+      // the other schedule of each heuristic default (v15: one block per item became the
+      // default at head_dim 128 and 256; persistent stays at head_dim 64)
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 64, 128, 128, kCausal, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 128, 128, 160, kPlain, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 128, 128, 176, kPlain, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 128, 128, 160, kPlain, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 128, 128, 160, kCausal, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 128, 128, 176, kPlain, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPersist>(),
   };
 }
 

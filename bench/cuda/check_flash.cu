@@ -57,15 +57,15 @@ std::vector<Variant> check_variants() {
       // three consumer warpgroups (head_dim 64 only), folded and unfolded scale
       variant_sm90<Elem::bf16, 64, 192, 128, FlashFlags{.causal = true, .window = true}>(),
       variant_sm90<Elem::f16, 64, 192, 64, FlashFlags{.causal = true, .softcap = true, .sinks = true}>(),
-      // the schedule the default does not give at these tiles: one block per item (O staged
-      // through the Q tile) at head_dim 128 and 256
-      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
-      variant_sm90<Elem::bf16, 256, 128, 64, kAll, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      // the schedule the default does not give at these tiles: persistent blocks (O straight
+      // from registers, the L2-aware causal order) at head_dim 128 and 256
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::persistent>(),
+      variant_sm90<Elem::bf16, 256, 128, 64, kAll, true, 0, ejk::cuda::Sm90Schedule::persistent>(),
       // block_k other than 64 / 128 (multiples of 16, FA3's tile shapes and their neighbours):
       // 2-stage rings, S = Q K^T at N = 80..224, non-power-of-two TMA boxes and masks, every
       // consumer count, both schedules, every flag
       variant_sm90<Elem::bf16, 128, 128, 176, kPlain>(),
-      variant_sm90<Elem::bf16, 128, 128, 176, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      variant_sm90<Elem::bf16, 128, 128, 176, kCausal, true, 0, ejk::cuda::Sm90Schedule::persistent>(),
       variant_sm90<Elem::f16, 128, 128, 160, kAll>(),
       variant_sm90<Elem::bf16, 128, 128, 80, kCausal>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kCausal>(),

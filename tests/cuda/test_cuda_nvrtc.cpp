@@ -169,29 +169,36 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK_FALSE(a.tma);
   // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
   // warpgroup per 64 rows; swizzled unpadded tiles (Q + 4 stages of K and V here) + alignment
-  // + 144 B of mbarriers. A block needs more than half an SM's shared memory: persistent, one
-  // block per SM while there are more work items (8 * 8 * 3 = 192) than SMs.
+  // + 144 B of mbarriers. head_dim 128: one block per work item (q blocks, heads, sequences).
   const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms);
   CHECK(b.block == 384);
   CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 144);
   CHECK(b.tma);
-  CHECK(b.grid[0] == 132);
-  CHECK(b.grid[1] == 1);
-  CHECK(b.grid[2] == 1);
+  CHECK(b.grid[0] == 8);
+  CHECK(b.grid[1] == 8);
+  CHECK(b.grid[2] == 3);
+  // head_dim 64 with a block that fills more than half an SM's shared memory (block_q 192,
+  // 4 stages of 128 keys): persistent, one block per SM while there are more work items
+  // (6 * 8 * 3 = 144) than SMs.
+  const cuda::LaunchShape e = cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms);
+  CHECK(e.block == 512);
+  CHECK(e.smem_bytes == 1024 + 2 * (192 + 8 * 128) * 64 + 144);
+  CHECK(e.grid[0] == 132);
+  CHECK(e.grid[1] == 1);
+  CHECK(e.grid[2] == 1);
   // head_dim 64, block_k 64 (4 stages, 82 KiB: two blocks fit an SM): one block per work item.
   const cuda::LaunchShape d = cuda::flash_fwd_launch_shape("sm90a", 64, 128, 64, p, sms);
   CHECK(d.grid[0] == 8);
   CHECK(d.grid[1] == 8);
   CHECK(d.grid[2] == 3);
-  // head_dim 256 (2 stages): persistent, one block per SM while there are more work items
-  // (8 * 8 * 3 = 192) than SMs.
+  // head_dim 256 (2 stages): one block per work item too.
   const cuda::LaunchShape c = cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms);
   CHECK(c.smem_bytes == 1024 + 2 * (128 + 4 * 64) * 256 + 144);
-  CHECK(c.grid[0] == 132);
-  CHECK(c.grid[1] == 1);
-  CHECK(c.grid[2] == 1);
-  p.batch = 1;  // 64 work items: one block each
-  CHECK(cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms).grid[0] == 64);
+  CHECK(c.grid[0] == 8);
+  CHECK(c.grid[1] == 8);
+  CHECK(c.grid[2] == 3);
+  p.batch = 1;  // 48 work items: a persistent grid has one block each
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms).grid[0] == 48);
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p, sms).block == 256);
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p, sms).smem_bytes ==
         2 * (128 + 4 * 64) * (96 + 8));  // not a multiple of 64: the sm80 family

@@ -96,14 +96,16 @@ struct FlashFwdSm90Geometry {
     return 2;
   }
   constexpr i64 smem_bytes() const { return smem_bytes_for(stages()); }
-  // Persistent where a block fills an SM's shared memory (one block per SM, so the grid is the
-  // SM count). At head_dim 128 the persistent kernel was 1-5% slower for S >= 4k until v10
-  // (runs 21-23); since then it is +1..+8% at S >= 4k and +3..+6% non-causal below, -2%
-  // causal at S <= 2k (run 28, NOTES.md v10). Tuning runs may ask either way.
+  // Persistent where a block fills an SM's shared memory and its items are short (head_dim
+  // 64): there, one block per SM looping over items beats the launch of a block per item by
+  // 3-13% at S <= 4k. At head_dim 128 and 256 one block per item is as fast or faster at every
+  // length (+1..+3% non-causal from 4k, +2..+7% causal, +1..+18% at head_dim 256; NOTES.md v15:
+  // the hardware's dynamic block order keeps few heads' K/V in flight and balances the causal
+  // work, which the static persistent orders do not match). Tuning runs may ask either way.
   constexpr bool persistent() const {
     if (schedule_override != Sm90Schedule::by_default)
       return schedule_override == Sm90Schedule::persistent;
-    return 2 * smem_bytes() > kMaxSmemSm90;
+    return head_dim <= 64 && 2 * smem_bytes() > kMaxSmemSm90;
   }
   // Registers per consumer thread: setmaxnreg's split of the 64K-register file at one block
   // per SM (two consumers: 128 x 24 + 256 x 240; three: 128 x 24 + 384 x 160). One consumer
