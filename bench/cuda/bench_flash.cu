@@ -3,6 +3,7 @@
 // per shape. Prints one JSON line per (shape, variant) with the median of CUDA-event timings
 // and the FLOP rate counted as peers.py counts it (exact unmasked pairs when causal).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -150,6 +151,37 @@ std::vector<int64_t> l2_budgets() {
   return out;
 }
 
+// EJK_BENCH_SUSTAIN=seconds: instead of the do_bench protocol, launch back to back for that
+// long (the chip reaches its power cap after ~1 s) and report the mean time per launch.
+double sustain_seconds() {
+  const char* e = std::getenv("EJK_BENCH_SUSTAIN");
+  return e && *e ? std::atof(e) : 0.0;
+}
+
+float sustained_ms(const Variant& v, const ejk::FlashFwdParams& p, double seconds) {
+  const Prepared pre = prepare(v, p);
+  for (int i = 0; i < 10; ++i) launch(v, p, pre);
+  CUDA_OK(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  const auto t0 = std::chrono::steady_clock::now();
+  CUDA_OK(cudaEventRecord(a));
+  long n = 0;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+    for (int i = 0; i < 50; ++i) launch(v, p, pre);
+    n += 50;
+    CUDA_OK(cudaDeviceSynchronize());
+  }
+  CUDA_OK(cudaEventRecord(b));
+  CUDA_OK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+  CUDA_OK(cudaEventDestroy(a));
+  CUDA_OK(cudaEventDestroy(b));
+  return ms / float(n);
+}
+
 bool variant_selected(const Variant& v) {
   const char* e = std::getenv("EJK_BENCH_VARIANTS");
   if (e == nullptr || *e == '\0') return true;
@@ -213,7 +245,8 @@ void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool caus
     for (size_t i = 0; i < budgets.size(); ++i) {
       if (i > 0 && !(var.persistent && causal)) break;  // the budget changes nothing else
       p.l2_kv_bytes = budgets[i];
-      const float ms = median_ms(var, p);
+      const double sustain = sustain_seconds();
+      const float ms = sustain > 0 ? sustained_ms(var, p, sustain) : median_ms(var, p);
       std::printf("{\"kernel\": \"ejk\", \"variant\": \"%s\", \"b\": %lld, \"h\": %lld, \"s\": %lld, \"d\": %lld, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f",
                   var.name().c_str(), (long long)B, (long long)H, (long long)S, (long long)D,
                   causal ? "true" : "false", ms, flops / ms / 1e9);
