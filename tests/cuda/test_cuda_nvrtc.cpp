@@ -2,6 +2,7 @@
 // each feature flag on both targets, must compile for its arch, report its resources and not
 // spill. Also the small pure functions of the backend (arch spelling, ptxas report parsing).
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +16,7 @@
 
 namespace ejk::test {
 namespace {
+using Catch::Matchers::ContainsSubstring;
 
 bool nvrtc_present(std::string* why) { return cuda::NvrtcCompiler::load(why) != nullptr; }
 
@@ -169,14 +171,15 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK_FALSE(a.tma);
   // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
   // warpgroup per 64 rows; swizzled unpadded tiles (Q + 4 stages of K and V here) + alignment
-  // + 144 B of mbarriers. head_dim 128: one block per work item (q blocks, heads, sequences).
+  // + 144 B of mbarriers. head_dim 128: one block per work item (8 q blocks x 8 heads x 3
+  // sequences), a 1-D grid.
   const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms);
   CHECK(b.block == 384);
   CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 144);
   CHECK(b.tma);
-  CHECK(b.grid[0] == 8);
-  CHECK(b.grid[1] == 8);
-  CHECK(b.grid[2] == 3);
+  CHECK(b.grid[0] == 192);
+  CHECK(b.grid[1] == 1);
+  CHECK(b.grid[2] == 1);
   // head_dim 64 with a block that fills more than half an SM's shared memory (block_q 192,
   // 4 stages of 128 keys): persistent, one block per SM while there are more work items
   // (6 * 8 * 3 = 144) than SMs.
@@ -188,15 +191,23 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(e.grid[2] == 1);
   // head_dim 64, block_k 64 (4 stages, 82 KiB: two blocks fit an SM): one block per work item.
   const cuda::LaunchShape d = cuda::flash_fwd_launch_shape("sm90a", 64, 128, 64, p, sms);
-  CHECK(d.grid[0] == 8);
-  CHECK(d.grid[1] == 8);
-  CHECK(d.grid[2] == 3);
+  CHECK(d.grid[0] == 192);
+  CHECK(d.grid[1] == 1);
+  CHECK(d.grid[2] == 1);
   // head_dim 256 (2 stages): one block per work item too.
   const cuda::LaunchShape c = cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms);
   CHECK(c.smem_bytes == 1024 + 2 * (128 + 4 * 64) * 256 + 144);
-  CHECK(c.grid[0] == 8);
-  CHECK(c.grid[1] == 8);
-  CHECK(c.grid[2] == 3);
+  CHECK(c.grid[0] == 192);
+  CHECK(c.grid[1] == 1);
+  CHECK(c.grid[2] == 1);
+  {  // more sequences than gridDim.z allows: the wgmma family's 1-D grid takes them, the sm80
+     // family (sequences on gridDim.z) says which limit
+    FlashFwdParams many = p;
+    many.batch = 70000;
+    CHECK(cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, many, sms).grid[0] == 8 * 8 * 70000);
+    CHECK_THROWS_WITH(cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, many, sms),
+                      ContainsSubstring("sequences = 70000") && ContainsSubstring("65535"));
+  }
   p.batch = 1;  // 48 work items: a persistent grid has one block each
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms).grid[0] == 48);
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p, sms).block == 256);

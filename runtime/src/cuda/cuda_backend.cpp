@@ -122,6 +122,12 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
     s.tma = true;
   } else {
     const FlashFwdSm80Geometry g{head_dim, block_q, block_k};
+    // One block per (q block, q head, sequence): heads on gridDim.y, sequences on gridDim.z.
+    constexpr int64_t kMaxGridYZ = 65535;
+    if (p.heads_q > kMaxGridYZ || p.batch > kMaxGridYZ)
+      throw InvalidArgument("CUDA flash_fwd (sm80 family): heads_q = " + std::to_string(p.heads_q) +
+                            ", sequences = " + std::to_string(p.batch) +
+                            "; expected at most 65535 of each (CUDA grid limit)");
     s.grid[0] = unsigned(g.grid_x(p));
     s.grid[1] = unsigned(g.grid_y(p));
     s.grid[2] = unsigned(g.grid_z(p));
