@@ -90,7 +90,7 @@ bool flush_l2() {
 float median_ms(const Variant& v, const ejk::FlashFwdParams& p) {
   static void* scratch = nullptr;  // do_bench's cache-clearing buffer: 256 MB
   constexpr size_t kScratch = size_t(256) << 20;
-  const bool flush = flush_l2();
+  static const bool flush = flush_l2();
   if (flush && scratch == nullptr) CUDA_OK(cudaMalloc(&scratch, kScratch));
   auto clear = [&] {
     if (flush) CUDA_OK(cudaMemsetAsync(scratch, 0, kScratch));
@@ -182,6 +182,12 @@ float sustained_ms(const Variant& v, const ejk::FlashFwdParams& p, double second
   return ms / float(n);
 }
 
+// The timer for every variant of the run: do_bench's protocol, or EJK_BENCH_SUSTAIN seconds.
+float time_ms(const Variant& v, const ejk::FlashFwdParams& p) {
+  static const double sustain = sustain_seconds();
+  return sustain > 0 ? sustained_ms(v, p, sustain) : median_ms(v, p);
+}
+
 bool variant_selected(const Variant& v) {
   const char* e = std::getenv("EJK_BENCH_VARIANTS");
   if (e == nullptr || *e == '\0') return true;
@@ -245,8 +251,7 @@ void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool caus
     for (size_t i = 0; i < budgets.size(); ++i) {
       if (i > 0 && !(var.persistent && causal)) break;  // the budget changes nothing else
       p.l2_kv_bytes = budgets[i];
-      const double sustain = sustain_seconds();
-      const float ms = sustain > 0 ? sustained_ms(var, p, sustain) : median_ms(var, p);
+      const float ms = time_ms(var, p);
       std::printf("{\"kernel\": \"ejk\", \"variant\": \"%s\", \"b\": %lld, \"h\": %lld, \"s\": %lld, \"d\": %lld, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f",
                   var.name().c_str(), (long long)B, (long long)H, (long long)S, (long long)D,
                   causal ? "true" : "false", ms, flops / ms / 1e9);

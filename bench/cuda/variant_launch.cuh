@@ -152,7 +152,7 @@ inline Prepared prepare(const Variant& v, const ejk::FlashFwdParams& p) {
     return r;
   }
   const ejk::cuda::FlashFwdSm90Geometry g{v.head_dim, v.block_q, v.block_k, v.stages, v.schedule};
-  r.grid = dim3(unsigned(g.grid_x(p, sm_count())), unsigned(g.grid_y(p)), unsigned(g.grid_z(p)));
+  r.grid = dim3(unsigned(g.blocks(p, sm_count())));
   using ejk::cuda::FlashTensor;
   ejk::cuda::TmaDescriptor* maps[] = {&r.maps.q, &r.maps.k, &r.maps.v};
   for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v}) {

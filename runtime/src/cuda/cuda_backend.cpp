@@ -116,9 +116,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
     if (const int64_t items = g.work_items(p); items >= (int64_t{1} << 31))
       throw InvalidArgument("CUDA flash_fwd (sm90a): " + std::to_string(items) +
                             " work items (q blocks x heads x sequences); expected fewer than 2^31");
-    s.grid[0] = unsigned(g.grid_x(p, sm_count));
-    s.grid[1] = unsigned(g.grid_y(p));
-    s.grid[2] = unsigned(g.grid_z(p));
+    s.grid[0] = unsigned(g.blocks(p, sm_count));  // 1-D
     s.tma = true;
   } else {
     const FlashFwdSm80Geometry g{head_dim, block_q, block_k};

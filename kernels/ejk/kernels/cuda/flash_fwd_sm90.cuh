@@ -239,13 +239,13 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   return o;
 }
 
-// The n-th work item of this block, or -1 past its last. One block per item: the block's own
-// (q blocks fastest, as the grid is laid out). Persistent: items n * grid + block; the causal
+// The n-th work item of this block, or -1 past its last. One block per item: blockIdx.x (the
+// grid is 1-D; items have q blocks fastest). Persistent: items n * grid + block; the causal
 // order's (padded, see above) in a snake: odd rounds reversed.
 template <class C>
 __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
   if constexpr (!C::kPersistent)
-    return n == 0 ? blockIdx.x + i64(gridDim.x) * (blockIdx.y + i64(gridDim.y) * blockIdx.z) : -1;
+    return n == 0 ? i64(blockIdx.x) : -1;
   const i64 g = gridDim.x;
   const i64 slot = C::kSnake && (n & 1) ? g - 1 - blockIdx.x : blockIdx.x;
   const i64 item = n * g + slot;

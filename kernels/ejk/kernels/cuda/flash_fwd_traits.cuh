@@ -138,14 +138,12 @@ struct FlashFwdSm90Geometry {
   i64 work_items(const FlashFwdParams& p) const {
     return q_blocks(p) * p.heads_q * p.batch;
   }
-  // A 1-D grid: one block per item (the kernel decodes blockIdx.x as the item, so heads and
-  // sequences are not bound by the 65535 of gridDim.y / z), or persistent: one block per SM, at
+  // Blocks of the 1-D grid: one per item (the kernel decodes blockIdx.x as the item, so heads
+  // and sequences are not bound by the 65535 of gridDim.y / z), or persistent: one per SM, at
   // most one per item. Either way at most 2^31 - 1 items (the runtime refuses more).
-  i64 grid_x(const FlashFwdParams& p, i64 sm_count) const {
+  i64 blocks(const FlashFwdParams& p, i64 sm_count) const {
     return persistent() ? min_of(work_items(p), sm_count) : work_items(p);
   }
-  i64 grid_y(const FlashFwdParams&) const { return 1; }
-  i64 grid_z(const FlashFwdParams&) const { return 1; }
 };
 
 // The 128-byte tensor-map object of the driver (CUtensorMap: 16 opaque 64-bit words, 64-byte
