@@ -44,15 +44,16 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 64, 192, 80, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 144, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 144, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 192, kCausal>(),
-      // the other schedule of each heuristic default (v15: one block per item became the
-      // default at head_dim 128 and 256; persistent stays at head_dim 64)
+      // the other schedule of each heuristic default (v17: persistent with an O tile at
+      // head_dim <= 128 where it fits; one block per item at 256 and at 128 x 176 / 192)
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 64, 128, 128, kCausal, true, 0, kPerItem>(),
-      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPersist>(),
-      variant_sm90<Elem::bf16, 128, 128, 160, kPlain, true, 0, kPersist>(),
-      variant_sm90<Elem::bf16, 128, 128, 160, kCausal, true, 0, kPersist>(),
-      variant_sm90<Elem::bf16, 128, 128, 176, kPlain, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 160, kPlain, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 160, kCausal, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 128, 128, 176, kPlain, true, 0, kPersist>(),  // no O tile
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPersist>(),
   };
@@ -201,26 +202,49 @@ bool variant_selected(const Variant& v) {
 }
 
 #if defined(EJK_SM90_PROBE)
-// Probe builds: one more launch, then the spread of block finish times (microseconds after
-// the earliest block start): min / median / max end and the mean start.
+// Probe builds: one more launch, then where the time went. Per block (globaltimer): the share
+// of SM-time with no block (launch gaps between the blocks of an SM, and the tail), and the
+// mean gap between consecutive blocks of one SM. Per item and consumer warpgroup (clock64):
+// filling the pipeline (entry to S(0) done), the tile loop (per tile), the epilogue.
 void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
-  unsigned long long zero[2 * 1024] = {};
-  CUDA_OK(cudaMemcpyToSymbol(ejk::cuda::ejk_sm90_probe, zero, sizeof(zero)));
+  using ejk::cuda::kProbeBlocks;
+  std::vector<unsigned long long> t(3 * kProbeBlocks, 0);
+  unsigned long long ph[8] = {};
+  CUDA_OK(cudaMemcpyToSymbol(ejk::cuda::ejk_sm90_probe, t.data(), t.size() * 8));
+  CUDA_OK(cudaMemcpyToSymbol(ejk::cuda::ejk_sm90_phases, ph, sizeof(ph)));
   launch(v, p);
   CUDA_OK(cudaDeviceSynchronize());
-  unsigned long long t[2 * 1024];
-  CUDA_OK(cudaMemcpyFromSymbol(t, ejk::cuda::ejk_sm90_probe, sizeof(t)));
-  std::vector<double> starts, ends;
-  for (int b = 0; b < 1024; ++b)
-    if (t[2 * b + 1] != 0) starts.push_back(double(t[2 * b])), ends.push_back(double(t[2 * b + 1]));
-  if (ends.empty()) return;
-  const double t0 = *std::min_element(starts.begin(), starts.end());
-  std::sort(ends.begin(), ends.end());
-  double s_mean = 0;
-  for (double s : starts) s_mean += (s - t0) / starts.size();
-  std::printf(", \"blocks\": %zu, \"end_min_us\": %.1f, \"end_med_us\": %.1f, \"end_max_us\": %.1f, \"start_mean_us\": %.2f",
-              ends.size(), (ends.front() - t0) / 1e3, (ends[ends.size() / 2] - t0) / 1e3,
-              (ends.back() - t0) / 1e3, s_mean / 1e3);
+  CUDA_OK(cudaMemcpyFromSymbol(t.data(), ejk::cuda::ejk_sm90_probe, t.size() * 8));
+  CUDA_OK(cudaMemcpyFromSymbol(ph, ejk::cuda::ejk_sm90_phases, sizeof(ph)));
+  struct Span { double start, end; };
+  std::vector<std::vector<Span>> per_sm(256);
+  double t0 = 1e300, t1 = 0;
+  size_t blocks = 0;
+  for (int b = 0; b < kProbeBlocks; ++b) {
+    if (t[3 * b + 1] == 0) continue;
+    const Span s{double(t[3 * b]), double(t[3 * b + 1])};
+    per_sm[t[3 * b + 2] & 255].push_back(s);
+    t0 = std::min(t0, s.start), t1 = std::max(t1, s.end), ++blocks;
+  }
+  if (blocks == 0) return;
+  double busy = 0, gaps = 0;
+  size_t n_gaps = 0, sms = 0;
+  for (auto& spans : per_sm) {
+    if (spans.empty()) continue;
+    ++sms;
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+    for (size_t i = 0; i < spans.size(); ++i) {
+      busy += spans[i].end - spans[i].start;
+      if (i > 0) gaps += spans[i].start - spans[i - 1].end, ++n_gaps;
+    }
+  }
+  const double items = std::max(1.0, double(ph[5])), tiles = std::max(1.0, double(ph[6]));
+  std::printf(", \"probe\": {\"blocks\": %zu, \"sms\": %zu, \"span_us\": %.1f, \"idle_pct\": %.2f, "
+              "\"gap_ns\": %.0f, \"fill_cyc\": %.0f, \"loop_cyc_per_tile\": %.0f, \"finish_cyc\": %.0f, "
+              "\"stage_cyc\": %.0f, \"store_cyc\": %.0f, \"tiles_per_item\": %.2f}",
+              blocks, sms, (t1 - t0) / 1e3, 100.0 * (1.0 - busy / (double(sms) * (t1 - t0))),
+              n_gaps ? gaps / n_gaps : 0.0, ph[0] / items, ph[1] / tiles, ph[2] / items, ph[3] / items,
+              ph[4] / items, tiles / items);
 }
 #endif
 
@@ -257,7 +281,7 @@ void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool caus
                   causal ? "true" : "false", ms, flops / ms / 1e9);
       if (budgets.size() > 1 || budgets[0] != 0) std::printf(", \"l2_kv_bytes\": %lld", (long long)budgets[i]);
 #if defined(EJK_SM90_PROBE)
-      if (var.persistent) print_probe(var, p);
+      print_probe(var, p);
 #endif
       std::printf("}\n");
     }

@@ -74,6 +74,9 @@ std::vector<Variant> check_variants() {
       variant_sm90<Elem::bf16, 64, 128, 192, FlashFlags{.causal = true, .window = true}>(),
       variant_sm90<Elem::bf16, 64, 64, 224, FlashFlags{.softcap = true}>(),
       variant_sm90<Elem::bf16, 64, 192, 96, kCausal>(),
+      // v17: head_dim 128 by default persistent with an O tile; its per-item twin (O through
+      // the Q tile and a TMA store)
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
   };
 }
 

@@ -154,8 +154,8 @@ inline Prepared prepare(const Variant& v, const ejk::FlashFwdParams& p) {
   const ejk::cuda::FlashFwdSm90Geometry g{v.head_dim, v.block_q, v.block_k, v.stages, v.schedule};
   r.grid = dim3(unsigned(g.blocks(p, sm_count())));
   using ejk::cuda::FlashTensor;
-  ejk::cuda::TmaDescriptor* maps[] = {&r.maps.q, &r.maps.k, &r.maps.v};
-  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v}) {
+  ejk::cuda::TmaDescriptor* maps[] = {&r.maps.q, &r.maps.k, &r.maps.v, &r.maps.o};
+  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v, FlashTensor::o}) {
     const ejk::cuda::TmaTensorView tv = ejk::cuda::flash_fwd_tma_view(p, t, g);
     const unsigned ones[4] = {1, 1, 1, 1};
     // uint16 (the copy moves bits), no interleave, 128-byte swizzle, 256-byte L2 promotion,

@@ -170,16 +170,21 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(a.smem_bytes == 2 * (128 + 4 * 64) * (128 + 8));  // padded rows
   CHECK_FALSE(a.tma);
   // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
-  // warpgroup per 64 rows; swizzled unpadded tiles (Q + 4 stages of K and V here) + alignment
-  // + 144 B of mbarriers. head_dim 128: one block per work item (8 q blocks x 8 heads x 3
-  // sequences), a 1-D grid.
+  // warpgroup per 64 rows; swizzled unpadded tiles (Q, an O tile and 4 stages of K and V
+  // here) + alignment + 144 B of mbarriers. head_dim 128 with room for the O tile: persistent,
+  // one block per SM while there are more work items (8 q blocks x 8 heads x 3 sequences).
   const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms);
   CHECK(b.block == 384);
-  CHECK(b.smem_bytes == 1024 + 2 * (128 + 8 * 64) * 128 + 144);
+  CHECK(b.smem_bytes == 1024 + 2 * (2 * 128 + 8 * 64) * 128 + 144);
   CHECK(b.tma);
-  CHECK(b.grid[0] == 192);
+  CHECK(b.grid[0] == 132);
   CHECK(b.grid[1] == 1);
   CHECK(b.grid[2] == 1);
+  // 128 x 192 (2 stages, no room for an O tile): one block per work item, a 1-D grid.
+  const cuda::LaunchShape w = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 192, p, sms);
+  CHECK(w.smem_bytes == 1024 + 2 * (128 + 4 * 192) * 128 + 144);
+  CHECK(w.grid[0] == 192);
+  CHECK(w.grid[1] == 1);
   // head_dim 64 with a block that fills more than half an SM's shared memory (block_q 192,
   // 4 stages of 128 keys): persistent, one block per SM while there are more work items
   // (6 * 8 * 3 = 144) than SMs.
@@ -204,7 +209,7 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
      // family (sequences on gridDim.z) says which limit
     FlashFwdParams many = p;
     many.batch = 70000;
-    CHECK(cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, many, sms).grid[0] == 8 * 8 * 70000);
+    CHECK(cuda::flash_fwd_launch_shape("sm90a", 128, 128, 192, many, sms).grid[0] == 8 * 8 * 70000);
     CHECK_THROWS_WITH(cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, many, sms),
                       ContainsSubstring("sequences = 70000") && ContainsSubstring("65535"));
   }

@@ -179,13 +179,14 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
     for (const auto& [name, value] : changes) pr[name] = value;
     return pr;
   };
-  // sm90a (measured on an H200, bench/cuda/NOTES.md v7, v12 and v15): the tile follows
-  // head_dim, the mask and the sequence length.
+  // sm90a (measured on an H200, bench/cuda/NOTES.md v7, v12, v15 and v17): the tile follows
+  // head_dim, the mask and the sequence length (at head_dim 128 persistent tiles below 4k
+  // non-causal / 8k causal, 128x192 one block per item from there).
   CHECK(spec().choose_config("cuda", "sm90a", problem) == Config{{"block_k", 192}, {"block_q", 128}});
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 2048}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 2048}})).at("block_k") == 160);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 1024}, {"causal", 1}})).at("block_k") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 2048}})).at("block_k") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 192);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 8192}})).at("block_k") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 192);

@@ -147,14 +147,14 @@ void require_chunked(const void* ptr, std::initializer_list<int64_t> strides, co
                           "multiples of 8 elements");
 }
 
-// The q, k and v tensor maps of the sm90a family (flash_fwd_tma_view says what each covers).
+// The q, k, v and out tensor maps of the sm90a family (flash_fwd_tma_view says what each covers).
 FlashFwdTensorMaps encode_tensor_maps(const CudaDriver& d, const FlashFwdParams& p,
                                       const LaunchShape& shape) {
   const FlashFwdSm90Geometry g{shape.head_dim, shape.block_q, shape.block_k};
   FlashFwdTensorMaps maps{};
-  const char* names[] = {"q", "k", "v"};
-  TmaDescriptor* out[] = {&maps.q, &maps.k, &maps.v};
-  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v}) {
+  const char* names[] = {"q", "k", "v", "out"};
+  TmaDescriptor* out[] = {&maps.q, &maps.k, &maps.v, &maps.o};
+  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v, FlashTensor::o}) {
     const TmaTensorView v = flash_fwd_tma_view(p, t, g);
     const char* name = names[int(t)];
     // The copy engine's limits, and the kernel's 32-bit row coordinates.

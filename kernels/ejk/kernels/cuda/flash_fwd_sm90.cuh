@@ -12,7 +12,8 @@
 // with two consumers the GEMM issues alternate between them (ping-pong, named barriers), so
 // one's softmax overlaps the other's GEMMs. Persistent blocks (flash_fwd_traits.cuh) loop over
 // work items; the Q tile has its own empty barrier so the next item's Q streams in while the
-// consumers finish the last one. Semantics: mask.h, as everywhere.
+// consumers finish the last one. O leaves through shared memory and TMA stores that the
+// consumers do not wait for. Semantics: mask.h, as everywhere.
 #pragma once
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/wgmma.cuh"
@@ -42,6 +43,8 @@ struct FlashFwdSm90Config {
   static constexpr int kDTiles = D / 8;      // 8-column tiles of O
   static constexpr int kColBlocks = D / 64;  // TMA boxes (128-byte swizzle rows) per tile
   static constexpr int kQBytes = int(kGeometry.q_tile_bytes());
+  static constexpr bool kOBuffer = kGeometry.o_buffer();  // persistent: O staged apart from Q
+  static constexpr int kOBytes = int(kGeometry.o_tile_bytes());
   static constexpr int kKVBytes = int(kGeometry.kv_tile_bytes());
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
@@ -177,6 +180,9 @@ __device__ __forceinline__ void rescale_o(float (&o)[1][C::kDTiles][4], const fl
 // Shared-memory addresses of a block: Q, the K and V rings, and the mbarriers.
 template <class C> struct Sm90Smem {
   u32 q, k, v, bars;
+  // The O tile (persistent blocks with C::kOBuffer) sits between Q and the K ring; computed,
+  // not stored: one more live register in the 24-register producer made ptxas spill.
+  __device__ __forceinline__ u32 o() const { return q + C::kQBytes; }
   __device__ __forceinline__ u32 k_tile(int stage) const { return k + stage * C::kKVBytes; }
   __device__ __forceinline__ u32 v_tile(int stage) const { return v + stage * C::kKVBytes; }
   __device__ __forceinline__ u32 q_full() const { return bars; }
@@ -350,16 +356,69 @@ __device__ __forceinline__ void sm90_release(u32 bar, int lane) {
   if (lane == 0) mbar_arrive(bar);
 }
 
-// Writes one consumer warpgroup's 64 finished rows: fragments -> its own rows of the Q tile
-// (same swizzle: the 4-byte writes of a warp hit 32 distinct banks) -> 16-byte global stores.
-// One block per item only: the Q tile is never reloaded.
+// Tuning builds (-DEJK_SM90_PROBE, bench only; compiles to nothing otherwise). Per block:
+// globaltimer at entry and at the consumers' end, and the SM it ran on (the gaps between blocks
+// on one SM, the tail); per item and consumer warpgroup: clock64 spent filling the pipeline
+// (entry to S(0) done), in the tile loop, and in the epilogue (bench_flash.cu prints them).
+#if defined(EJK_SM90_PROBE)
+inline constexpr int kProbeBlocks = 1 << 16;
+static __device__ unsigned long long ejk_sm90_probe[3 * kProbeBlocks];  // start, end, smid
+// fill, loop, finish + lse, O staged in shared memory, O stores, items, tiles
+static __device__ unsigned long long ejk_sm90_phases[8];
+__device__ __forceinline__ u64 globaltimer_ns() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ u64 clock_cycles() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ u32 sm_id() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+#endif
+
+struct Sm90PhaseProbe {
+#if defined(EJK_SM90_PROBE)
+  u32 last;  // 32-bit clock: one register across the tile loop (ptxas spilled with four u64)
+  __device__ __forceinline__ void mark(int i) {
+    const u32 now = u32(clock_cycles());
+    if (i > 0 && (threadIdx.x & 127) == 0) atomicAdd(&ejk_sm90_phases[i - 1], u64(now - last));
+    last = now;
+  }
+  __device__ __forceinline__ void commit(int tiles) const {
+    if ((threadIdx.x & 127) != 0) return;
+    atomicAdd(&ejk_sm90_phases[5], 1ull);
+    atomicAdd(&ejk_sm90_phases[6], (unsigned long long)tiles);
+  }
+#else
+  __device__ __forceinline__ void mark(int) {}
+  __device__ __forceinline__ void commit(int) const {}
+#endif
+};
+
+// Writes one consumer warpgroup's 64 finished rows through shared memory: fragments -> the
+// warpgroup's rows of a staging tile (Q's swizzled layout: the 4-byte writes of a warp hit 32
+// distinct banks) -> one TMA store per 64 columns, issued by the warpgroup's first thread and
+// left running (the consumers go on at once; issuing the stores from registers cost 1.4-4k
+// cycles per item, NOTES.md v17). The staging tile is the O tile of persistent blocks, whose
+// previous store must have read it, or the Q tile (one block per item: never reloaded).
+// Varlen rows past the sequence belong to the next one, which the map cannot tell: a partial
+// warpgroup there copies its rows out with 16-byte stores instead.
 template <class C>
-__device__ __forceinline__ void sm90_store_o_staged(const float (&o)[1][C::kDTiles][4],
-                                                    const RowState (&rows)[1][2], unsigned char* sQ,
-                                                    u16* gO, i64 o_stride_s, int valid_q, int cwg,
-                                                    int warp_row0, int lane) {
+__device__ __forceinline__ void sm90_store_o_tma(const float (&o)[1][C::kDTiles][4],
+                                                 const RowState (&rows)[1][2], const FlashFwdParams& p,
+                                                 const FlashFwdTensorMaps& maps, const Sm90Block& blk,
+                                                 u32 tile, unsigned char* tile_ptr, int cwg,
+                                                 int warp_row0, int lane, Sm90PhaseProbe& probe) {
   const u32 bar = 3 + cwg;
-  named_bar_sync(bar, 128);  // every wgmma of the warpgroup (reading its Q rows) is done
+  const bool leader = (threadIdx.x & 127) == 0;
+  if (C::kOBuffer && leader) bulk_wait_read<0>();  // the last item's store has read the tile
+  named_bar_sync(bar, 128);  // that, and (Q tile) every wgmma of the warpgroup is done with Q
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = warp_row0 + (lane >> 2) + half * 8;  // row in the block
@@ -367,24 +426,39 @@ __device__ __forceinline__ void sm90_store_o_staged(const float (&o)[1][C::kDTil
 #pragma unroll
     for (int dt = 0; dt < C::kDTiles; ++dt) {
       const u32 off = sw128_offset<C>(r, dt, C::kBlockQ) + (lane & 3) * 4;
-      *reinterpret_cast<u32*>(sQ + off) =
+      *reinterpret_cast<u32*>(tile_ptr + off) =
           pack2<C::kElem>(o[0][dt][2 * half] * inv, o[0][dt][2 * half + 1] * inv);
     }
   }
+  fence_proxy_async_smem();  // the TMA store (async proxy) reads what this thread wrote
   named_bar_sync(bar, 128);
+  probe.mark(4);
+  const int row0 = cwg * 64, rows_here = blk.valid_q - row0;
+  if (rows_here <= 0) return;
+  const int q_row = int(blk.seq.q_begin + blk.q0) + row0;
+  if (p.cu_seqlens_q == nullptr || rows_here >= 64) {
+    if (leader) {
+#pragma unroll
+      for (int c = 0; c < C::kColBlocks; ++c)
+        tma_store_4d(&maps.o, tile + c * C::kBlockQ * 128 + row0 * 128, c * 64, q_row, int(blk.h),
+                     int(blk.seq.b));
+      bulk_commit();
+    }
+    return;
+  }
+  u16* gO = static_cast<u16*>(p.out) + blk.seq.b * p.o_stride_b + i64(q_row) * p.o_stride_s +
+            blk.h * p.o_stride_h;
   constexpr int kChunksPerRow = C::kHeadDim / 8;
-  const int tid = threadIdx.x & 127;
-  for (int i = tid; i < 64 * kChunksPerRow; i += 128) {
-    const int r = cwg * 64 + i / kChunksPerRow, c = i % kChunksPerRow;
-    if (r < valid_q)
-      *reinterpret_cast<uint4*>(gO + r * o_stride_s + c * 8) =
-          *reinterpret_cast<const uint4*>(sQ + sw128_offset<C>(r, c, C::kBlockQ));
+  for (int i = threadIdx.x & 127; i < rows_here * kChunksPerRow; i += 128) {
+    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
+    *reinterpret_cast<uint4*>(gO + r * p.o_stride_s + c * 8) =
+        *reinterpret_cast<const uint4*>(tile_ptr + sw128_offset<C>(row0 + r, c, C::kBlockQ));
   }
 }
 
-// Persistent blocks: fragments straight to global memory (4 bytes per lane and 8-column tile;
-// a quad writes 16 contiguous bytes of a row), so the Q tile is not needed for the epilogue and
-// the next item's Q may already be landing in it.
+// Persistent blocks without room for an O tile: fragments straight to global memory (4 bytes
+// per lane and 8-column tile; a quad writes 16 contiguous bytes of a row), so the Q tile is not
+// needed for the epilogue and the next item's Q may already be landing in it.
 template <class C>
 __device__ __forceinline__ void sm90_store_o_direct(const float (&o)[1][C::kDTiles][4],
                                                     const RowState (&rows)[1][2], u16* gO,
@@ -411,9 +485,12 @@ struct Sm90Cursor {
 
 // One work item of consumer warpgroup cwg: rows 64 cwg .. 64 cwg + 63 of its q block.
 template <class C>
-__device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const Sm90Smem<C>& sm,
-                                                  const Sm90Block& blk, Sm90Cursor& cur,
-                                                  unsigned char* sQ_ptr) {
+__device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
+                                                  const FlashFwdTensorMaps& maps,
+                                                  const Sm90Smem<C>& sm, const Sm90Block& blk,
+                                                  Sm90Cursor& cur, unsigned char* smem) {
+  Sm90PhaseProbe probe;
+  probe.mark(0);
   const int ctid = threadIdx.x - 128, lane = ctid & 31, warp = ctid >> 5;
   const int cwg = warp / 4, warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + cwg * 64 * 128;
@@ -465,6 +542,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();
+    probe.mark(1);
     for (int t = 0; t < tiles; ++t) {
       const int st = slot(t);
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
@@ -501,60 +579,55 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p, const
     cur.kv += tiles;
     ++cur.q_loads;
   }
+  probe.mark(2);
 
   finish_rows<C>(rows, p, blk.h);
   write_lse<C>(rows, p, seq, blk.h, blk.q0, warp_row0, lane);
-  u16* gO = static_cast<u16*>(p.out) + seq.b * p.o_stride_b +
-            (seq.q_begin + blk.q0) * p.o_stride_s + blk.h * p.o_stride_h;
-  if constexpr (C::kPersistent)
+  probe.mark(3);
+  if constexpr (C::kPersistent && !C::kOBuffer) {
+    u16* gO = static_cast<u16*>(p.out) + seq.b * p.o_stride_b +
+              (seq.q_begin + blk.q0) * p.o_stride_s + blk.h * p.o_stride_h;
     sm90_store_o_direct<C>(o, rows, gO, p.o_stride_s, blk.valid_q, warp_row0, lane);
-  else
-    sm90_store_o_staged<C>(o, rows, sQ_ptr, gO, p.o_stride_s, blk.valid_q, cwg, warp_row0, lane);
+    probe.mark(4);
+  } else {
+    const u32 tile = C::kOBuffer ? sm.o() : sm.q;
+    sm90_store_o_tma<C>(o, rows, p, maps, blk, tile, smem + (tile - sm.q), cwg, warp_row0, lane,
+                        probe);
+  }
+  probe.mark(5);
+  if (tiles > 0) probe.commit(tiles);
 }
-
-#if defined(EJK_SM90_PROBE)
-// Tuning builds (-DEJK_SM90_PROBE, bench only): per block, globaltimer at the consumers' start
-// and end, for the spread of finish times (the tail of the schedule).
-static __device__ unsigned long long ejk_sm90_probe[2 * 1024];
-__device__ __forceinline__ u64 globaltimer_ns() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#endif
 
 // Consumer warpgroups: every work item of the block, in the producer's order.
 template <class C>
-__device__ __forceinline__ void sm90_consume(const FlashFwdParams& p, const Sm90Smem<C>& sm,
-                                             unsigned char* sQ_ptr) {
+__device__ __forceinline__ void sm90_consume(const FlashFwdParams& p,
+                                             const FlashFwdTensorMaps& maps, const Sm90Smem<C>& sm,
+                                             unsigned char* smem) {
   if constexpr (C::kRegSplit) setmaxnreg_inc<C::kConsumerRegs>();
   const int cwg = (threadIdx.x - 128) / 128;
   // Warpgroup 1 opens the first turn for warpgroup 0; warpgroup 0 takes warpgroup 1's last
   // hand-over at the end, so every arrival meets a sync.
   if (C::kPingPong && cwg == 1) named_bar_arrive(1, 256);
   const i64 total = sm90_total_items<C>(p);
-#if defined(EJK_SM90_PROBE)
-  const u64 probe_t0 = globaltimer_ns();
-#endif
   Sm90Cursor cur;
   for (int n = 0;; ++n) {
     const i64 item = sm90_item<C>(total, n);
     if (item < 0) break;
     Sm90Block blk;
-    if (sm90_block<C>(p, item, blk)) sm90_consume_item<C>(p, sm, blk, cur, sQ_ptr);
+    if (sm90_block<C>(p, item, blk)) sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
   }
   if (C::kPingPong && cwg == 0) named_bar_sync(1, 256);
-#if defined(EJK_SM90_PROBE)
-  if (threadIdx.x == 128) {  // tuning builds only: when each block started and finished
-    ejk_sm90_probe[2 * blockIdx.x] = probe_t0;
-    ejk_sm90_probe[2 * blockIdx.x + 1] = globaltimer_ns();
-  }
-#endif
+  // Shared memory must outlive the O stores' reads of it; their global writes complete on
+  // their own (waiting for those too cost 4-7% at head_dim 256, NOTES.md v17).
+  if ((threadIdx.x & 127) == 0) bulk_wait_read<0>();
 }
 
 template <class C>
 __device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p,
                                                const FlashFwdTensorMaps& maps) {
+#if defined(EJK_SM90_PROBE)
+  const u64 probe_start = globaltimer_ns();
+#endif
   extern __shared__ __align__(128) unsigned char smem_raw[];  // same declaration as sm80
   // Swizzle atoms (and TMA's 128-byte-swizzled boxes) must be 1024-byte aligned; the geometry
   // reserves the slack.
@@ -562,7 +635,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p,
   const u32 base = (raw_addr + 1023u) & ~1023u;
   Sm90Smem<C> sm;
   sm.q = base;
-  sm.k = sm.q + C::kQBytes;
+  sm.k = sm.q + C::kQBytes + C::kOBytes;  // the O tile (kOBytes: 0 without one) between
   sm.v = sm.k + C::kStages * C::kKVBytes;
   sm.bars = sm.v + C::kStages * C::kKVBytes;
 
@@ -583,7 +656,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p,
   if (threadIdx.x < 128)
     sm90_produce<C>(p, maps, sm);
   else
-    sm90_consume<C>(p, sm, smem_raw + (base - raw_addr));
+    sm90_consume<C>(p, maps, sm, smem_raw + (base - raw_addr));
+#if defined(EJK_SM90_PROBE)
+  if (threadIdx.x == 128 && blockIdx.x < kProbeBlocks) {
+    ejk_sm90_probe[3 * blockIdx.x] = probe_start;
+    ejk_sm90_probe[3 * blockIdx.x + 1] = globaltimer_ns();
+    ejk_sm90_probe[3 * blockIdx.x + 2] = sm_id();
+  }
+#endif
 }
 
 }  // namespace ejk::cuda

@@ -63,8 +63,8 @@ struct FlashFwdSm80Geometry {
 //
 // Work items are (q block, q head, sequence). One block per item, or (persistent) one block per
 // SM looping over items, the producer loading the next item's Q and K/V while the consumers
-// finish the last one (their output then goes straight from registers to global memory, so the
-// Q tile is free as soon as the last S = Q K^T is done).
+// finish the last one (their output goes out through an O tile of its own, so the Q tile is
+// free as soon as the last S = Q K^T is done).
 enum class Sm90Schedule : int { by_default = 0, per_item = 1, persistent = 2 };
 
 struct FlashFwdSm90Geometry {
@@ -84,8 +84,20 @@ struct FlashFwdSm90Geometry {
   constexpr i64 threads() const { return 32 * warps(); }
   constexpr i64 q_tile_bytes() const { return kElemBytes * block_q * head_dim; }
   constexpr i64 kv_tile_bytes() const { return kElemBytes * block_k * head_dim; }
-  constexpr i64 smem_bytes_for(i64 stages) const {
+  // Persistent blocks stage O apart from Q (the next item's Q streams into the Q tile while
+  // the last item's O is read out by its TMA store), where that leaves room for two K/V stages;
+  // elsewhere O goes through the Q tile (one block per item: Q is never reloaded) or, persistent
+  // without room, straight from registers to global memory.
+  constexpr i64 ring_smem_bytes_for(i64 stages) const {
     return kAlignSlack + q_tile_bytes() + stages * 2 * kv_tile_bytes() + kBarrierBytes;
+  }
+  constexpr bool o_tile_fits() const {
+    return ring_smem_bytes_for(2) + q_tile_bytes() <= kMaxSmemSm90;
+  }
+  constexpr bool o_buffer() const { return persistent() && o_tile_fits(); }
+  constexpr i64 o_tile_bytes() const { return o_buffer() ? q_tile_bytes() : 0; }
+  constexpr i64 smem_bytes_for(i64 stages) const {
+    return ring_smem_bytes_for(stages) + o_tile_bytes();
   }
   // K/V ring depth: as deep as shared memory allows, up to 4 (loads are a large share of a
   // tile's time: NOTES.md v5/v6); at least 2.
@@ -96,16 +108,18 @@ struct FlashFwdSm90Geometry {
     return 2;
   }
   constexpr i64 smem_bytes() const { return smem_bytes_for(stages()); }
-  // Persistent where a block fills an SM's shared memory and its items are short (head_dim
-  // 64): there, one block per SM looping over items beats the launch of a block per item by
-  // 3-13% at S <= 4k. At head_dim 128 and 256 one block per item is as fast or faster at every
-  // length (+1..+3% non-causal from 4k, +2..+7% causal, +1..+18% at head_dim 256; NOTES.md v15:
-  // the hardware's dynamic block order keeps few heads' K/V in flight and balances the causal
-  // work, which the static persistent orders do not match). Tuning runs may ask either way.
+  // Persistent where a block fills an SM's shared memory anyway, head_dim <= 128, and an O
+  // tile fits beside two K/V stages: the consumers then hand O to a TMA store and go on, the
+  // producer already streaming the next item's Q and K/V, which beats a block per item (its
+  // launch, first loads and epilogue are not hidden) by 5-19% at head_dim 128 up to 4k and
+  // 2-3% at head_dim 64 (NOTES.md v17). One block per item elsewhere: at head_dim 256 and at
+  // 128 x 176 / 128 x 192 (no room for the O tile; the heuristic's long-sequence tiles, where
+  // launches are rare and the hardware's block order balances the causal work, v15). Tuning
+  // runs may ask either way.
   constexpr bool persistent() const {
     if (schedule_override != Sm90Schedule::by_default)
       return schedule_override == Sm90Schedule::persistent;
-    return head_dim <= 64 && 2 * smem_bytes() > kMaxSmemSm90;
+    return head_dim <= 128 && 2 * ring_smem_bytes_for(kMaxStages) > kMaxSmemSm90 && o_tile_fits();
   }
   // Registers per consumer thread: setmaxnreg's split of the 64K-register file at one block
   // per SM (two consumers: 128 x 24 + 256 x 240; three: 128 x 24 + 384 x 160). One consumer
@@ -158,7 +172,7 @@ static_assert(sizeof(TmaDescriptor) == 128, "CUtensorMap is 128 bytes");
 // Second kernel argument of every flash forward kernel (one signature for both families; the
 // sm80 family ignores it and gets zeros).
 struct FlashFwdTensorMaps {
-  TmaDescriptor q, k, v;
+  TmaDescriptor q, k, v, o;
 };
 
 // What the host encodes for one of q / k / v: a 4-D view (head_dim, rows, heads, batch) of the
@@ -173,32 +187,36 @@ struct TmaTensorView {
   u32 box[4];      // elements: 64, tile rows, 1, 1
 };
 
-enum class FlashTensor : int { q = 0, k = 1, v = 2 };
+// O is stored through its map (64-row boxes: one consumer warpgroup's rows); dense rows past
+// the sequence are outside the map and not written, varlen tails are stored without it.
+enum class FlashTensor : int { q = 0, k = 1, v = 2, o = 3 };
 
 inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor which,
                                         const FlashFwdSm90Geometry& g) {
   const bool varlen = p.cu_seqlens_q != nullptr;
-  const bool is_q = which == FlashTensor::q;
-  const i64 rows = varlen ? (is_q ? p.total_q : p.total_k) : (is_q ? p.seqlen_q : p.seqlen_k);
-  const i64 heads = is_q ? p.heads_q : p.heads_kv;
+  const bool q_rows = which == FlashTensor::q || which == FlashTensor::o;
+  const i64 rows = varlen ? (q_rows ? p.total_q : p.total_k) : (q_rows ? p.seqlen_q : p.seqlen_k);
+  const i64 heads = q_rows ? p.heads_q : p.heads_kv;
   const i64 batch = varlen ? 1 : p.batch;
-  const i64 sb = which == FlashTensor::q ? p.q_stride_b : which == FlashTensor::k ? p.k_stride_b : p.v_stride_b;
-  const i64 ss = which == FlashTensor::q ? p.q_stride_s : which == FlashTensor::k ? p.k_stride_s : p.v_stride_s;
-  const i64 sh = which == FlashTensor::q ? p.q_stride_h : which == FlashTensor::k ? p.k_stride_h : p.v_stride_h;
+  struct Strides { const void* base; i64 b, s, h; };
+  const Strides st = which == FlashTensor::q   ? Strides{p.q, p.q_stride_b, p.q_stride_s, p.q_stride_h}
+                     : which == FlashTensor::k ? Strides{p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h}
+                     : which == FlashTensor::v ? Strides{p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h}
+                                               : Strides{p.out, p.o_stride_b, p.o_stride_s, p.o_stride_h};
   // A stride of a size-1 axis is never followed: any legal value (one row) stands in for the
   // 0 or unused value the caller may pass there.
-  auto legal = [&](i64 stride, i64 size) { return size == 1 ? ss : stride; };
+  auto legal = [&](i64 stride, i64 size) { return size == 1 ? st.s : stride; };
   TmaTensorView v{};
-  v.base = which == FlashTensor::q ? p.q : which == FlashTensor::k ? p.k : p.v;
+  v.base = st.base;
   v.dims[0] = u64(p.head_dim);
   v.dims[1] = u64(rows);
   v.dims[2] = u64(heads);
   v.dims[3] = u64(batch);
-  v.strides[0] = u64(ss * kElemBytesOf16Bit);
-  v.strides[1] = u64(legal(sh, heads) * kElemBytesOf16Bit);
-  v.strides[2] = u64(legal(sb, batch) * kElemBytesOf16Bit);
+  v.strides[0] = u64(st.s * kElemBytesOf16Bit);
+  v.strides[1] = u64(legal(st.h, heads) * kElemBytesOf16Bit);
+  v.strides[2] = u64(legal(st.b, batch) * kElemBytesOf16Bit);
   v.box[0] = u32(FlashFwdSm90Geometry::kTmaBoxCols);
-  v.box[1] = u32(is_q ? g.block_q : g.block_k);
+  v.box[1] = u32(which == FlashTensor::q ? g.block_q : which == FlashTensor::o ? 64 : g.block_k);
   v.box[2] = 1;
   v.box[3] = 1;
   return v;

@@ -173,6 +173,27 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const void* map, u32 bar, i
       : "memory");
 }
 
+// Copies a box of shared memory (`src`, laid out as tma_load_4d writes it) to the 4-D tensor
+// map's element coordinates (c0..c3); elements outside the tensor are not written. Completion is
+// tracked per thread in bulk groups (bulk_commit / bulk_wait_read / bulk_wait).
+__device__ __forceinline__ void tma_store_4d(const void* map, u32 src, int c0, int c1, int c2,
+                                             int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map),
+      "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// At most N of this thread's bulk groups still read their shared-memory source.
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA)
+// reads of them; the reading thread must also be ordered after the writers (a barrier).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Makes mbarrier initialisation visible to the async proxy (TMA completes transactions on
 // the barriers), before the block-wide barrier that publishes them to the other threads.
 __device__ __forceinline__ void fence_mbarrier_init() {
