@@ -186,11 +186,11 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(w.grid[0] == 192);
   CHECK(w.grid[1] == 1);
   // head_dim 64 with a block that fills more than half an SM's shared memory (block_q 192,
-  // 4 stages of 128 keys): persistent, one block per SM while there are more work items
-  // (6 * 8 * 3 = 144) than SMs.
+  // 4 stages of 128 keys, and the O tile): persistent, one block per SM while there are more
+  // work items (6 * 8 * 3 = 144) than SMs.
   const cuda::LaunchShape e = cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms);
   CHECK(e.block == 512);
-  CHECK(e.smem_bytes == 1024 + 2 * (192 + 8 * 128) * 64 + 144);
+  CHECK(e.smem_bytes == 1024 + 2 * (2 * 192 + 8 * 128) * 64 + 144);
   CHECK(e.grid[0] == 132);
   CHECK(e.grid[1] == 1);
   CHECK(e.grid[2] == 1);
