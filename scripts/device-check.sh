@@ -28,7 +28,10 @@ for args in "--b 1 $sq --hq 16 --hkv 16 --d 128 --causal" "--b 1 $sq --hq 16 --h
             "--b 2 --sq 1000 --sk 777 --hq 16 --hkv 16 --d 128 --sinks --segments --bias" \
             "--b 3 $sq --hq 16 --hkv 16 --d 80 --varlen" "--b 1 $sq --hq 16 --hkv 16 --d 160 --causal" \
             "--b 1 --sq 4096 --sk 4096 --hq 16 --hkv 16 --d 128" "--b 1 --sq 4096 --sk 4096 --hq 16 --hkv 16 --d 128 --causal" \
-            "--b 1 $sq --hq 16 --hkv 16 --d 64 --causal"; do
+            "--b 1 $sq --hq 16 --hkv 16 --d 64 --causal" \
+            "--b 1 --sq 8192 --sk 8192 --hq 8 --hkv 8 --d 128 --causal" \
+            "--b 3 --sq 1000 --sk 1000 --hq 8 --hkv 8 --d 128 --varlen" \
+            "--b 3 --sq 1000 --sk 1000 --hq 8 --hkv 2 --d 64 --varlen --causal"; do
   $E run flash_attention --backend cuda --dtype bf16 $args --iters 3 --check --json 2>&1 | tail -1
 done
 $E run flash_attention --backend auto --dtype f16 --sq 512 --sk 512 --d 128 --check --json | tail -1
