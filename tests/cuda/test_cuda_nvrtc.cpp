@@ -185,6 +185,14 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(w.smem_bytes == 1024 + 2 * (128 + 4 * 192) * 128 + 144);
   CHECK(w.grid[0] == 192);
   CHECK(w.grid[1] == 1);
+  // The boundary of the rule: 128 x 160 keeps its O tile beside two stages (persistent),
+  // 128 x 176 has no room for it (one block per item, two stages).
+  const cuda::LaunchShape b160 = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 160, p, sms);
+  CHECK(b160.smem_bytes == 1024 + 2 * (2 * 128 + 4 * 160) * 128 + 144);
+  CHECK(b160.grid[0] == 132);
+  const cuda::LaunchShape b176 = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 176, p, sms);
+  CHECK(b176.smem_bytes == 1024 + 2 * (128 + 4 * 176) * 128 + 144);
+  CHECK(b176.grid[0] == 192);
   // head_dim 64 with a block that fills more than half an SM's shared memory (block_q 192,
   // 4 stages of 128 keys, and the O tile): persistent, one block per SM while there are more
   // work items (6 * 8 * 3 = 144) than SMs.
