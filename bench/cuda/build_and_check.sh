@@ -41,7 +41,7 @@ if [[ $what == check || $what == all ]]; then
   EJK_PERSISTENT_GRID=3 timeout 180 $bin check $RANDOM > "$out/check_random.txt" || ok=0
   grep -v '^PASS' "$out/check_random.txt" || true
   # The persistent causal order with head groups of one kv head (many groups, padded rounds;
-  # flash_fwd_sm90.cuh sm90_causal_order), wgmma variants only.
+  # flash_fwd_sm90_schedule.cuh sm90_causal_order), wgmma variants only.
   EJK_PERSISTENT_GRID=3 EJK_CHECK_L2_KV_HEADS=1 timeout 120 $bin check $RANDOM 12 12 > "$out/check_l2_groups.txt" || ok=0
   grep -v '^PASS' "$out/check_l2_groups.txt" || true
   [[ $ok == 1 ]] || { echo "CHECK FAILED: not timing anything"; exit 1; }

@@ -36,6 +36,8 @@ std::vector<std::pair<std::string, std::string>> kernel_headers() {
                         "ejk/kernels/common/flash_params.h", "ejk/kernels/cuda/ptx.cuh",
                         "ejk/kernels/cuda/flash_fwd_traits.cuh", "ejk/kernels/cuda/flash_fwd_tile.cuh",
                         "ejk/kernels/cuda/flash_fwd_sm80.cuh", "ejk/kernels/cuda/wgmma.cuh",
+                        "ejk/kernels/cuda/flash_fwd_sm90_probe.cuh",
+                        "ejk/kernels/cuda/flash_fwd_sm90_schedule.cuh",
                         "ejk/kernels/cuda/flash_fwd_sm90.cuh", "ejk/kernels/cuda/flash_fwd.cuh"})
     h.emplace_back(p, read_file(std::string("kernels/") + p));
   return h;

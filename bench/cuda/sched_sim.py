@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Static balance of the sm90a persistent causal order (flash_fwd_sm90.cuh sm90_causal_order,
+"""Static balance of the sm90a persistent causal order (flash_fwd_sm90_schedule.cuh sm90_causal_order,
 sm90_item, sm90_block), item cost = key tiles (in 128-key units) + 1 for the per-item overhead.
 Prints max block load / mean block load per grid shape and L2 budget (NOTES.md v12).
 

@@ -154,16 +154,15 @@ inline Prepared prepare(const Variant& v, const ejk::FlashFwdParams& p) {
   const ejk::cuda::FlashFwdSm90Geometry g{v.head_dim, v.block_q, v.block_k, v.stages, v.schedule};
   r.grid = dim3(unsigned(g.blocks(p, sm_count())));
   using ejk::cuda::FlashTensor;
-  ejk::cuda::TmaDescriptor* maps[] = {&r.maps.q, &r.maps.k, &r.maps.v, &r.maps.o};
-  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v, FlashTensor::o}) {
+  for (FlashTensor t : ejk::cuda::kFlashTensors) {
     const ejk::cuda::TmaTensorView tv = ejk::cuda::flash_fwd_tma_view(p, t, g);
     const unsigned ones[4] = {1, 1, 1, 1};
     // uint16 (the copy moves bits), no interleave, 128-byte swizzle, 256-byte L2 promotion,
     // zero fill out of bounds.
-    const int rc = encode_tiled()(maps[int(t)], 1, 4, const_cast<void*>(tv.base), tv.dims, tv.strides,
+    const int rc = encode_tiled()(&ejk::cuda::tensor_map(r.maps, t), 1, 4, const_cast<void*>(tv.base), tv.dims, tv.strides,
                                   tv.box, ones, 0, 3, 3, 0);
     if (rc != 0) {
-      std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for tensor %d\n", rc, int(t));
+      std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for %s\n", rc, ejk::cuda::flash_tensor_name(t));
       std::exit(2);
     }
   }

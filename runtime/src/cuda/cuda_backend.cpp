@@ -112,7 +112,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
   LaunchShape s;
   if (f.wgmma) {
     const FlashFwdSm90Geometry g{head_dim, block_q, block_k};
-    // The kernel decodes work items in 32-bit arithmetic (flash_fwd_sm90.cuh sm90_block).
+    // The kernel decodes work items in 32-bit arithmetic (flash_fwd_sm90_schedule.cuh sm90_block).
     if (const int64_t items = g.work_items(p); items >= (int64_t{1} << 31))
       throw InvalidArgument("CUDA flash_fwd (sm90a): " + std::to_string(items) +
                             " work items (q blocks x heads x sequences); expected fewer than 2^31");
@@ -152,11 +152,9 @@ FlashFwdTensorMaps encode_tensor_maps(const CudaDriver& d, const FlashFwdParams&
                                       const LaunchShape& shape) {
   const FlashFwdSm90Geometry g{shape.head_dim, shape.block_q, shape.block_k};
   FlashFwdTensorMaps maps{};
-  const char* names[] = {"q", "k", "v", "out"};
-  TmaDescriptor* out[] = {&maps.q, &maps.k, &maps.v, &maps.o};
-  for (FlashTensor t : {FlashTensor::q, FlashTensor::k, FlashTensor::v, FlashTensor::o}) {
+  for (FlashTensor t : kFlashTensors) {
     const TmaTensorView v = flash_fwd_tma_view(p, t, g);
-    const char* name = names[int(t)];
+    const char* name = flash_tensor_name(t);
     // The copy engine's limits, and the kernel's 32-bit row coordinates.
     for (u64 st : v.strides)
       if (st >= (u64(1) << 40))
@@ -169,7 +167,7 @@ FlashFwdTensorMaps encode_tensor_maps(const CudaDriver& d, const FlashFwdParams&
     for (int i = 0; i < 4; ++i) dims[i] = v.dims[i];
     for (int i = 0; i < 3; ++i) strides[i] = v.strides[i];
     const unsigned ones[4] = {1, 1, 1, 1};
-    d.check(d.cuTensorMapEncodeTiled(out[int(t)], kTensorMapUint16, 4, const_cast<void*>(v.base),
+    d.check(d.cuTensorMapEncodeTiled(&tensor_map(maps, t), kTensorMapUint16, 4, const_cast<void*>(v.base),
                                      dims, strides, v.box, ones, /*interleave=*/0,
                                      kTensorMapSwizzle128B, kTensorMapL2Promotion256B,
                                      kTensorMapOobFillZero),

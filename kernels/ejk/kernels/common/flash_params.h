@@ -41,7 +41,7 @@ struct FlashFwdParams {
   MaskSpec mask;               // causal bit mirrors the variant; window bounds used by window variants
   i32 normalize_output;        // 0: out is not divided by the softmax denominator
   // sm90a persistent causal order: K/V bytes a group of heads may keep live in L2
-  // (flash_fwd_sm90.cuh sm90_causal_order); 0 for the kernel's default. Changes only the
+  // (flash_fwd_sm90_schedule.cuh sm90_causal_order); 0 for the kernel's default. Changes only the
   // order of work, never the result.
   i64 l2_kv_bytes;
 };

@@ -190,6 +190,14 @@ struct TmaTensorView {
 // O is stored through its map (64-row boxes: one consumer warpgroup's rows); dense rows past
 // the sequence are outside the map and not written, varlen tails are stored without it.
 enum class FlashTensor : int { q = 0, k = 1, v = 2, o = 3 };
+inline constexpr FlashTensor kFlashTensors[] = {FlashTensor::q, FlashTensor::k, FlashTensor::v,
+                                                FlashTensor::o};
+inline constexpr const char* flash_tensor_name(FlashTensor t) {
+  return t == FlashTensor::q ? "q" : t == FlashTensor::k ? "k" : t == FlashTensor::v ? "v" : "out";
+}
+inline TmaDescriptor& tensor_map(FlashFwdTensorMaps& maps, FlashTensor t) {
+  return t == FlashTensor::q ? maps.q : t == FlashTensor::k ? maps.k : t == FlashTensor::v ? maps.v : maps.o;
+}
 
 inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor which,
                                         const FlashFwdSm90Geometry& g) {

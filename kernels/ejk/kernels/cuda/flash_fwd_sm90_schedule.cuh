@@ -1,0 +1,114 @@
+// Work items of the sm_90a flash forward (flash_fwd_sm90.cuh): what a block's n-th item is, in
+// which order persistent blocks take them (the L2-aware causal snake), and the problem an item
+// stands for. Producer and consumers decode the same items from these functions.
+#pragma once
+#include "ejk/kernels/cuda/flash_fwd_tile.cuh"
+
+namespace ejk::cuda {
+
+// One work item's problem: its sequence, head, q rows and key tiles.
+struct Sm90Block {
+  SeqSpan seq;
+  i64 h, hk, q0;
+  int valid_q;
+  MaskSpec mask;
+  KeyRange keys;
+  __device__ __forceinline__ int tiles() const { return keys.tile_end - keys.tile_begin; }
+};
+
+// K/V bytes one group of the causal order may keep live in L2 when the host gives none
+// (FlashFwdParams::l2_kv_bytes == 0): about the H100/H200 L2 (50 MiB) less what Q and O stream.
+inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
+
+// Causal persistent order (kSnake). Items are (q block, head, sequence); the (head, sequence)
+// pairs are cut into groups of `group` pairs whose K and V fit the L2 budget together (whole
+// GQA groups: the q heads of one kv head are neighbours), and a group's items run heaviest
+// first (the last q blocks first, pairs fastest), so the ~grid items in flight share a few
+// heads' K/V instead of each reading its own from DRAM (NOTES.md v12). Each group is padded
+// to whole rounds of gridDim.x items (the padding items are empty) and the blocks deal the
+// rounds in a snake (odd rounds reversed, the parity running on across groups), as before the
+// grouping: block sums of work stay within a few percent of each other while a group spans
+// >= ~3 rounds, which the 48 MiB default gives at every head_dim (smaller budgets do not:
+// bench/cuda/sched_sim.py). 32-bit arithmetic (item counts are far below 2^32): 64-bit
+// divisions are long code or calls, and the producer runs on 24 registers.
+struct Sm90CausalOrder {
+  u32 pairs, q_blocks, group;  // (head, sequence) pairs, q blocks per pair, pairs per group
+  u32 rounds;                  // rounds of gridDim.x items per full group
+};
+
+template <class C>
+__device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParams& p) {
+  Sm90CausalOrder o;
+  o.pairs = u32(p.heads_q * p.batch);
+  o.q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
+  // In units of 256 B (K plus V of one key row of 64 columns; head_dim is a multiple of 64).
+  const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : kSm90L2KvBytes) >> 8;
+  const u32 kv_head = max_of<u32>(1, u32(p.seqlen_k) * u32(C::kHeadDim / 64));
+  const u32 kv_heads = max_of<u32>(1, u32(min_of<i64>(budget, 0xffffffffll)) / kv_head);
+  o.group = min_of<u32>(o.pairs, kv_heads * u32(p.heads_q / p.heads_kv));
+  // Only where the ungrouped order has fewer than 4 items of a pair in flight (pairs > grid / 4),
+  // i.e. reads most K/V tiles from DRAM: with more, it shares them in L2 already and the groups
+  // measured 4-7% slower (S >= 8k, head_dim 128 and 256; NOTES.md v12).
+  if (4 * o.pairs <= gridDim.x) o.group = o.pairs;
+  o.rounds = ceil_div<u32>(o.group * o.q_blocks, gridDim.x);
+  return o;
+}
+
+// The n-th work item of this block, or -1 past its last. One block per item: blockIdx.x (the
+// grid is 1-D; items have q blocks fastest). Persistent: items n * grid + block; the causal
+// order's (padded, see above) in a snake: odd rounds reversed.
+template <class C>
+__device__ __forceinline__ i64 sm90_item(i64 total, int n) {
+  if constexpr (!C::kPersistent)
+    return n == 0 ? i64(blockIdx.x) : -1;
+  const i64 g = gridDim.x;
+  const i64 slot = C::kSnake && (n & 1) ? g - 1 - blockIdx.x : blockIdx.x;
+  const i64 item = n * g + slot;
+  return item < total ? item : -1;
+}
+
+// Work item -> the block's problem; false when its q block lies past its sequence (varlen) or
+// the item pads a group of the causal order. Items are (q block, q head, sequence) with q
+// blocks fastest and the last q block first (heaviest under a causal mask); the causal order
+// goes group by group, q blocks slowest.
+template <class C>
+__device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm90Block& blk) {
+  // 32-bit: item counts are far below 2^32, and 64-bit divisions are long code.
+  u32 qb, hz, q_blocks;
+  if constexpr (C::kSnake) {
+    const Sm90CausalOrder o = sm90_causal_order<C>(p);
+    const u32 it = u32(item), per_group = o.rounds * gridDim.x;
+    const u32 c = it / per_group, local = it - c * per_group;
+    const u32 pairs_c = min_of<u32>(o.group, o.pairs - c * o.group);  // the last may be short
+    if (local >= pairs_c * o.q_blocks) return false;                   // padding
+    q_blocks = o.q_blocks;
+    qb = local / pairs_c;
+    hz = c * o.group + (local - qb * pairs_c);
+  } else {
+    q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
+    hz = u32(item) / q_blocks;
+    qb = u32(item) - hz * q_blocks;
+  }
+  const u32 heads_q = u32(p.heads_q), b = hz / heads_q;
+  blk.q0 = i64(q_blocks - 1 - qb) * C::kBlockQ;
+  blk.h = hz - b * heads_q;
+  blk.seq = sequence_span(p, b);
+  if (blk.q0 >= blk.seq.len_q) return false;
+  blk.hk = u32(blk.h) / (heads_q / u32(p.heads_kv));
+  blk.valid_q = int(min_of<i64>(C::kBlockQ, blk.seq.len_q - blk.q0));
+  blk.mask = variant_mask<C>(p);
+  blk.keys = key_range<C>(blk.mask, blk.q0, blk.seq.len_k);
+  return true;
+}
+
+// Items the blocks loop over: the causal order counts its padding.
+template <class C> __device__ __forceinline__ i64 sm90_total_items(const FlashFwdParams& p) {
+  if constexpr (C::kSnake) {
+    const Sm90CausalOrder o = sm90_causal_order<C>(p);
+    const u32 full = o.pairs / o.group, rest = o.pairs - full * o.group;
+    return (i64(full) * o.rounds + ceil_div<u32>(rest * o.q_blocks, gridDim.x)) * gridDim.x;
+  }
+  return ceil_div<i64>(p.seqlen_q, C::kBlockQ) * p.heads_q * p.batch;
+}
+
+}  // namespace ejk::cuda
