@@ -205,11 +205,11 @@ bool variant_selected(const Variant& v) {
 // Probe builds: one more launch, then where the time went. Per block (globaltimer): the share
 // of SM-time with no block (launch gaps between the blocks of an SM, and the tail), and the
 // mean gap between consecutive blocks of one SM. Per item and consumer warpgroup (clock64):
-// filling the pipeline (entry to S(0) done), the tile loop (per tile), the epilogue.
+// the cycles of each Sm90ProbePhase (the tile loop per tile).
 void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
-  using ejk::cuda::kProbeBlocks;
+  using namespace ejk::cuda;
   std::vector<unsigned long long> t(3 * kProbeBlocks, 0);
-  unsigned long long ph[8] = {};
+  unsigned long long ph[kProbeCount] = {};
   CUDA_OK(cudaMemcpyToSymbol(ejk::cuda::ejk_sm90_probe, t.data(), t.size() * 8));
   CUDA_OK(cudaMemcpyToSymbol(ejk::cuda::ejk_sm90_phases, ph, sizeof(ph)));
   launch(v, p);
@@ -238,13 +238,17 @@ void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
       if (i > 0) gaps += spans[i].start - spans[i - 1].end, ++n_gaps;
     }
   }
-  const double items = std::max(1.0, double(ph[5])), tiles = std::max(1.0, double(ph[6]));
+  const double items = std::max(1.0, double(ph[kProbeItems]));
+  const double tiles = std::max(1.0, double(ph[kProbeTiles]));
   std::printf(", \"probe\": {\"blocks\": %zu, \"sms\": %zu, \"span_us\": %.1f, \"idle_pct\": %.2f, "
-              "\"gap_ns\": %.0f, \"fill_cyc\": %.0f, \"loop_cyc_per_tile\": %.0f, \"finish_cyc\": %.0f, "
-              "\"stage_cyc\": %.0f, \"store_cyc\": %.0f, \"tiles_per_item\": %.2f}",
+              "\"gap_ns\": %.0f, \"q_wait\": %.0f, \"k_wait\": %.0f, \"turn\": %.0f, \"s0\": %.0f, "
+              "\"loop_per_tile\": %.0f, \"finish\": %.0f, \"stage\": %.0f, \"store\": %.0f, "
+              "\"tiles_per_item\": %.2f}",
               blocks, sms, (t1 - t0) / 1e3, 100.0 * (1.0 - busy / (double(sms) * (t1 - t0))),
-              n_gaps ? gaps / n_gaps : 0.0, ph[0] / items, ph[1] / tiles, ph[2] / items, ph[3] / items,
-              ph[4] / items, tiles / items);
+              n_gaps ? gaps / n_gaps : 0.0, ph[kProbeQWait] / items, ph[kProbeKWait] / items,
+              ph[kProbeTurn] / items, ph[kProbeS0] / items, ph[kProbeLoop] / tiles,
+              ph[kProbeFinish] / items, ph[kProbeStage] / items, ph[kProbeStore] / items,
+              tiles / items);
 }
 #endif
 

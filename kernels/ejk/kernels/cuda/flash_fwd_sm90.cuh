@@ -284,7 +284,7 @@ __device__ __forceinline__ void sm90_store_o_tma(const float (&o)[1][C::kDTiles]
   }
   fence_proxy_async_smem();  // the TMA store (async proxy) reads what this thread wrote
   named_bar_sync(bar, 128);
-  probe.mark(4);
+  probe.mark(kProbeStage);
   const int row0 = cwg * 64, rows_here = blk.valid_q - row0;
   if (rows_here <= 0) return;
   const int q_row = int(blk.seq.q_begin + blk.q0) + row0;
@@ -342,7 +342,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
                                                   const Sm90Smem<C>& sm, const Sm90Block& blk,
                                                   Sm90Cursor& cur, unsigned char* smem) {
   Sm90PhaseProbe probe;
-  probe.mark(0);
+  probe.start();
   const int ctid = threadIdx.x - 128, lane = ctid & 31, warp = ctid >> 5;
   const int cwg = warp / 4, warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + cwg * 64 * 128;
@@ -382,19 +382,22 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
 
   if (tiles > 0) {
     mbar_wait(sm.q_full(), cur.q_loads & 1);
+    probe.mark(kProbeQWait);
     // S(0) alone; then per tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, and
     // the issue of S(t+1) followed by P(t) V(t). Only the issue of S(0) is peeled off: a
     // peeled first tile with its own masked logits and softmax doubled the kernel's code
     // (NVRTC time, bench/cuda/NOTES.md v10).
     mbar_wait(sm.k_full(slot(0)), phase(0));
+    probe.mark(kProbeKWait);
     turn_begin();
+    probe.mark(kProbeTurn);
     zero<C::kNTiles>(s);
     wgmma_fence();
     qk_issue<C>(s, sQ_wg, sm.k_tile(slot(0)));
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();
-    probe.mark(1);
+    probe.mark(kProbeS0);
     for (int t = 0; t < tiles; ++t) {
       const int st = slot(t);
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
@@ -425,28 +428,31 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
         wgmma_commit();
       }
     }
-    wgmma_wait<0>();
-    fence_operands<C::kDTiles * 4>(&o[0][0][0]);
+  }
+  probe.mark(kProbeLoop);
+  // The row sums are final once the last softmax is done: the normalisation and the lse run
+  // while the last P V is still on the tensor cores.
+  finish_rows<C>(rows, p, blk.h);
+  write_lse<C>(rows, p, seq, blk.h, blk.q0, warp_row0, lane);
+  probe.mark(kProbeFinish);
+  wgmma_wait<0>();  // the last P V (nothing pending without visible keys)
+  fence_operands<C::kDTiles * 4>(&o[0][0][0]);
+  if (tiles > 0) {
     sm90_release(sm.v_empty(slot(tiles - 1)), lane);
     cur.kv += tiles;
     ++cur.q_loads;
   }
-  probe.mark(2);
-
-  finish_rows<C>(rows, p, blk.h);
-  write_lse<C>(rows, p, seq, blk.h, blk.q0, warp_row0, lane);
-  probe.mark(3);
   if constexpr (C::kPersistent && !C::kOBuffer) {
     u16* gO = static_cast<u16*>(p.out) + seq.b * p.o_stride_b +
               (seq.q_begin + blk.q0) * p.o_stride_s + blk.h * p.o_stride_h;
     sm90_store_o_direct<C>(o, rows, gO, p.o_stride_s, blk.valid_q, warp_row0, lane);
-    probe.mark(4);
+    probe.mark(kProbeStage);
   } else {
     const u32 tile = C::kOBuffer ? sm.o() : sm.q;
     sm90_store_o_tma<C>(o, rows, p, maps, blk, tile, smem + (tile - sm.q), cwg, warp_row0, lane,
                         probe);
   }
-  probe.mark(5);
+  probe.mark(kProbeStore);
   if (tiles > 0) probe.commit(tiles);
 }
 

@@ -7,12 +7,25 @@ namespace ejk::cuda {
 // Tuning builds (-DEJK_SM90_PROBE, bench only; compiles to nothing otherwise). Per block:
 // globaltimer at entry and at the consumers' end, and the SM it ran on (the gaps between blocks
 // on one SM, the tail); per item and consumer warpgroup: clock64 spent filling the pipeline
-// (entry to S(0) done), in the tile loop, and in the epilogue (bench_flash.cu prints them).
+// per phase of an item (Sm90ProbePhase; bench_flash.cu prints them).
+// Phases of one item, in order (each mark adds the cycles since the previous one).
+enum Sm90ProbePhase : int {
+  kProbeQWait,   // entry to the Q tile landed
+  kProbeKWait,   // to the first K tile landed
+  kProbeTurn,    // to the ping-pong turn
+  kProbeS0,      // S(0) issued and done
+  kProbeLoop,    // the tile loop, up to the last P V's issue
+  kProbeFinish,  // finish_rows + lse (while the last P V runs)
+  kProbeStage,   // the last P V's wait and O staged in shared memory
+  kProbeStore,   // O stores issued
+  kProbeItems,   // counters: items, tiles
+  kProbeTiles,
+  kProbeCount
+};
 #if defined(EJK_SM90_PROBE)
 inline constexpr int kProbeBlocks = 1 << 16;
 static __device__ unsigned long long ejk_sm90_probe[3 * kProbeBlocks];  // start, end, smid
-// fill, loop, finish + lse, O staged in shared memory, O stores, items, tiles
-static __device__ unsigned long long ejk_sm90_phases[8];
+static __device__ unsigned long long ejk_sm90_phases[kProbeCount];
 __device__ __forceinline__ u64 globaltimer_ns() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -33,18 +46,20 @@ __device__ __forceinline__ u32 sm_id() {
 struct Sm90PhaseProbe {
 #if defined(EJK_SM90_PROBE)
   u32 last;  // 32-bit clock: one register across the tile loop (ptxas spilled with four u64)
-  __device__ __forceinline__ void mark(int i) {
+  __device__ __forceinline__ void start() { last = u32(clock_cycles()); }
+  __device__ __forceinline__ void mark(Sm90ProbePhase ended) {
     const u32 now = u32(clock_cycles());
-    if (i > 0 && (threadIdx.x & 127) == 0) atomicAdd(&ejk_sm90_phases[i - 1], u64(now - last));
+    if ((threadIdx.x & 127) == 0) atomicAdd(&ejk_sm90_phases[ended], u64(now - last));
     last = now;
   }
   __device__ __forceinline__ void commit(int tiles) const {
     if ((threadIdx.x & 127) != 0) return;
-    atomicAdd(&ejk_sm90_phases[5], 1ull);
-    atomicAdd(&ejk_sm90_phases[6], (unsigned long long)tiles);
+    atomicAdd(&ejk_sm90_phases[kProbeItems], 1ull);
+    atomicAdd(&ejk_sm90_phases[kProbeTiles], (unsigned long long)tiles);
   }
 #else
-  __device__ __forceinline__ void mark(int) {}
+  __device__ __forceinline__ void start() {}
+  __device__ __forceinline__ void mark(Sm90ProbePhase) {}
   __device__ __forceinline__ void commit(int) const {}
 #endif
 };

@@ -306,7 +306,7 @@ __device__ __forceinline__ void finish_rows(RowState (&rows)[C::kMTiles][2],
       if (C::kSinks)
         for (i64 i = 0; i < p.num_sinks; ++i) l += fast_exp2(aux[i] * kLog2e - m_use);
       const bool any = l > 0.f;
-      r.out_scale = any ? (p.normalize_output ? factor / l : factor) : 0.f;
+      r.out_scale = any ? (p.normalize_output ? factor * fast_rcp(l) : factor) : 0.f;
       r.lse = any ? (m_fin + fast_log2(l)) * kLn2 : neg_inf_f32();
     }
 }
