@@ -123,12 +123,15 @@ function(ejk_generate_with_cuda)
     endif()
     foreach(key source IN ZIP_LISTS EJK_GEN_GROUP_${group}_KEYS EJK_GEN_GROUP_${group}_SOURCES)
       set(cubin ${cubin_dir}/${key}.cubin)
-      # C++20 as for the CPU objects (the kernels use class-type template parameters).
+      # C++20 as for the CPU objects (the kernels use class-type template parameters). The
+      # source is a byproduct of the sources step: Makefiles know it only through the stamp, and
+      # nvcc does not create the cubin directory (a fresh build tree failed on both).
       add_custom_command(
         OUTPUT ${cubin}
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${cubin_dir}
         COMMAND ${nvcc} -cubin ${EJK_GEN_GROUP_${group}_FLAGS} -O3 -std=c++20
                 -I${EJK_KERNELS_DIR} -MD -MF ${cubin}.d -o ${cubin} ${source}
-        DEPENDS ${source}
+        DEPENDS ${source} ${EJK_GENERATED_DIR}/ejk-gen-sources.stamp
         DEPFILE ${cubin}.d
         COMMENT "nvcc: ${key}"
         VERBATIM)
