@@ -59,6 +59,10 @@ if [[ $what == check || $what == all ]]; then
 fi
 # The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel.
 "$bindir"/runtime_smoke run | tee "$out/runtime_smoke.txt"
+# ... and past the 65535 of gridDim.y / z (70000 sequences, 70000 heads; ~1 min of host time)
+if [[ $what == check || $what == all ]]; then
+  "$bindir"/runtime_smoke run-large | tee -a "$out/runtime_smoke.txt"
+fi
 if [[ $what == bench || $what == all ]]; then
   $bin bench | tee "$out/ours.jsonl" > /dev/null
   PYTHONUNBUFFERED=1 python3 bench/cuda/bench_vs_peers.py "$out/ours.jsonl" "$out/peers.jsonl" | tee "$out/table.txt"

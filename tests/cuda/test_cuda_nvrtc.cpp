@@ -214,12 +214,22 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(c.grid[1] == 1);
   CHECK(c.grid[2] == 1);
   {  // more sequences than gridDim.z allows: the wgmma family's 1-D grid takes them, the sm80
-     // family (sequences on gridDim.z) says which limit
+     // family (sequences on gridDim.z) runs slices of at most 65535
     FlashFwdParams many = p;
     many.batch = 70000;
     CHECK(cuda::flash_fwd_launch_shape("sm90a", 128, 128, 192, many, sms).grid[0] == 8 * 8 * 70000);
-    CHECK_THROWS_WITH(cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, many, sms),
-                      ContainsSubstring("sequences = 70000") && ContainsSubstring("65535"));
+    CHECK(cuda::flash_fwd_launch_shape("sm90a", 128, 128, 192, many, sms).launches() == 1);
+    const cuda::LaunchShape m = cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, many, sms);
+    CHECK(m.grid[1] == 8);
+    CHECK(m.grid[2] == 65535);
+    CHECK(m.launches() == 2);
+    // heads past gridDim.y with GQA 7:1: slices of whole groups (9362 * 7 = 65534 heads)
+    many.batch = 2, many.heads_q = 70000, many.heads_kv = 10000;
+    const cuda::LaunchShape h = cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, many, sms);
+    CHECK(h.grid[1] == 65534);
+    CHECK(h.grid[2] == 2);
+    CHECK(h.launches() == 2);
+    CHECK(cuda::flash_fwd_launch_shape("sm80", 128, 128, 64, p, sms).launches() == 1);
   }
   p.batch = 1;  // 48 work items: a persistent grid has one block each
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms).grid[0] == 48);
@@ -227,6 +237,58 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p, sms).smem_bytes ==
         2 * (128 + 4 * 64) * (96 + 8));  // not a multiple of 64: the sm80 family
   CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm80", 72, 128, 64, p, sms), InvalidArgument);
+}
+
+TEST_CASE("an sm80 launch slice sees its heads and sequences only", "[cuda]") {
+  // Fake addresses: the slice only moves pointers (2-byte elements, f32 lse and sinks).
+  auto addr = [](uintptr_t a) { return reinterpret_cast<void*>(a); };
+  FlashFwdParams p{};
+  p.q = addr(0x100000), p.k = addr(0x200000), p.v = addr(0x300000), p.out = addr(0x400000);
+  p.lse = static_cast<float*>(addr(0x500000));
+  p.bias = addr(0x600000);
+  p.softmax_aux = static_cast<const float*>(addr(0x700000));
+  p.q_segment_ids = static_cast<const i32*>(addr(0x800000));
+  p.kv_segment_ids = static_cast<const i32*>(addr(0x900000));
+  p.batch = 10, p.heads_q = 12, p.heads_kv = 4, p.num_sinks = 3;
+  p.q_stride_b = 1000, p.q_stride_h = 10, p.k_stride_b = 2000, p.k_stride_h = 20;
+  p.v_stride_b = 3000, p.v_stride_h = 30, p.o_stride_b = 4000, p.o_stride_h = 40;
+  p.lse_stride_b = 500, p.lse_stride_h = 50, p.bias_stride_b = 600, p.bias_stride_h = 60;
+  p.q_seg_stride_b = 70, p.kv_seg_stride_b = 80;
+  auto bytes = [](const void* a, const void* b) {
+    return static_cast<const char*>(a) - static_cast<const char*>(b);
+  };
+  // heads 6..8 (kv head 2), sequences 4..8
+  const FlashFwdParams s = cuda::flash_fwd_slice(p, 6, 3, 4, 5);
+  CHECK(s.heads_q == 3);
+  CHECK(s.heads_kv == 1);
+  CHECK(s.batch == 5);
+  CHECK(bytes(s.q, p.q) == 2 * (6 * 10 + 4 * 1000));
+  CHECK(bytes(s.k, p.k) == 2 * (2 * 20 + 4 * 2000));
+  CHECK(bytes(s.v, p.v) == 2 * (2 * 30 + 4 * 3000));
+  CHECK(bytes(s.out, p.out) == 2 * (6 * 40 + 4 * 4000));
+  CHECK(s.lse - p.lse == 6 * 50 + 4 * 500);
+  CHECK(bytes(s.bias, p.bias) == 2 * (6 * 60 + 4 * 600));
+  CHECK(s.softmax_aux - p.softmax_aux == 6 * 3);
+  CHECK(s.q_segment_ids - p.q_segment_ids == 4 * 70);
+  CHECK(s.kv_segment_ids - p.kv_segment_ids == 4 * 80);
+  // varlen: the packed tensors stay put (their rows come from cu_seqlens, absolute offsets)
+  const i32 cu_q[11] = {}, cu_k[11] = {};
+  p.cu_seqlens_q = cu_q, p.cu_seqlens_k = cu_k;
+  const FlashFwdParams v = cuda::flash_fwd_slice(p, 6, 3, 4, 5);
+  CHECK(v.cu_seqlens_q == cu_q + 4);
+  CHECK(v.cu_seqlens_k == cu_k + 4);
+  CHECK(bytes(v.q, p.q) == 2 * 6 * 10);
+  CHECK(bytes(v.k, p.k) == 2 * 2 * 20);
+  CHECK(bytes(v.out, p.out) == 2 * 6 * 40);
+  CHECK(v.lse - p.lse == 6 * 50);
+  CHECK(bytes(v.bias, p.bias) == 2 * (6 * 60 + 4 * 600));
+  // absent optional tensors stay absent
+  p.bias = nullptr, p.softmax_aux = nullptr, p.q_segment_ids = nullptr, p.kv_segment_ids = nullptr;
+  const FlashFwdParams n = cuda::flash_fwd_slice(p, 6, 3, 4, 5);
+  CHECK(n.bias == nullptr);
+  CHECK(n.softmax_aux == nullptr);
+  CHECK(n.q_segment_ids == nullptr);
+  CHECK(n.kv_segment_ids == nullptr);
 }
 
 }  // namespace

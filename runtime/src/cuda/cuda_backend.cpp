@@ -1,5 +1,6 @@
 #include "cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -120,19 +121,66 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
     s.tma = true;
   } else {
     const FlashFwdSm80Geometry g{head_dim, block_q, block_k};
-    // One block per (q block, q head, sequence): heads on gridDim.y, sequences on gridDim.z.
+    // One block per (q block, q head, sequence): heads on gridDim.y, sequences on gridDim.z,
+    // sliced into launches of at most 65535 of each (slices of whole GQA groups). A 1-D grid
+    // decoded in the kernel would need no slices, but changed nvcc's register allocation and
+    // cost 15-20% on several keys (bench/cuda/NOTES.md v17).
     constexpr int64_t kMaxGridYZ = 65535;
-    if (p.heads_q > kMaxGridYZ || p.batch > kMaxGridYZ)
-      throw InvalidArgument("CUDA flash_fwd (sm80 family): heads_q = " + std::to_string(p.heads_q) +
-                            ", sequences = " + std::to_string(p.batch) +
-                            "; expected at most 65535 of each (CUDA grid limit)");
+    const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
+    if (group > kMaxGridYZ)
+      throw InvalidArgument("CUDA flash_fwd (sm80 family): " + std::to_string(group) +
+                            " q heads per kv head; expected at most 65535 (CUDA grid limit)");
+    if (g.grid_x(p) >= (int64_t{1} << 31))
+      throw InvalidArgument("CUDA flash_fwd (sm80 family): " + std::to_string(g.grid_x(p)) +
+                            " q blocks per sequence; expected fewer than 2^31");
+    s.heads_q = g.grid_y(p), s.sequences = g.grid_z(p);
+    s.head_chunk = std::min(s.heads_q, kMaxGridYZ / group * group);
+    s.seq_chunk = std::min(s.sequences, kMaxGridYZ);
     s.grid[0] = unsigned(g.grid_x(p));
-    s.grid[1] = unsigned(g.grid_y(p));
-    s.grid[2] = unsigned(g.grid_z(p));
+    s.grid[1] = unsigned(s.head_chunk);
+    s.grid[2] = unsigned(s.seq_chunk);
   }
   s.block = unsigned(f.threads);
   s.smem_bytes = unsigned(f.smem_bytes);
   s.head_dim = head_dim, s.block_q = block_q, s.block_k = block_k;
+  return s;
+}
+
+int64_t LaunchShape::launches() const {
+  if (tma || head_chunk == 0 || seq_chunk == 0) return 1;
+  return ceil_div(heads_q, head_chunk) * ceil_div(sequences, seq_chunk);
+}
+
+FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, int64_t z0,
+                               int64_t nz) {
+  const int64_t group = p.heads_q / p.heads_kv;
+  auto at = [](const void* base, int64_t elems) {
+    return static_cast<const char*>(base) + elems * kElemBytesOf16Bit;
+  };
+  FlashFwdParams s = p;
+  s.heads_q = nh, s.heads_kv = nh / group, s.batch = nz;
+  // Heads: q, out, lse, bias and sinks per q head; k and v per kv head.
+  s.q = at(p.q, h0 * p.q_stride_h);
+  s.k = at(p.k, h0 / group * p.k_stride_h);
+  s.v = at(p.v, h0 / group * p.v_stride_h);
+  s.out = const_cast<char*>(at(p.out, h0 * p.o_stride_h));
+  s.lse = p.lse + h0 * p.lse_stride_h;
+  if (p.bias) s.bias = at(p.bias, h0 * p.bias_stride_h + z0 * p.bias_stride_b);
+  if (p.softmax_aux) s.softmax_aux = p.softmax_aux + h0 * p.num_sinks;
+  // Sequences: segment ids by sequence either way; dense tensors by their batch stride,
+  // packed ones through cu_seqlens (absolute token offsets).
+  if (p.q_segment_ids) s.q_segment_ids = p.q_segment_ids + z0 * p.q_seg_stride_b;
+  if (p.kv_segment_ids) s.kv_segment_ids = p.kv_segment_ids + z0 * p.kv_seg_stride_b;
+  if (p.cu_seqlens_q != nullptr) {
+    s.cu_seqlens_q = p.cu_seqlens_q + z0;
+    s.cu_seqlens_k = p.cu_seqlens_k + z0;
+  } else {
+    s.q = at(s.q, z0 * p.q_stride_b);
+    s.k = at(s.k, z0 * p.k_stride_b);
+    s.v = at(s.v, z0 * p.v_stride_b);
+    s.out = const_cast<char*>(at(s.out, z0 * p.o_stride_b));
+    s.lse += z0 * p.lse_stride_b;
+  }
   return s;
 }
 
@@ -194,12 +242,20 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   const CudaDriver& d = CudaDriver::get();
   // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__): one
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
-  FlashFwdParams copy = p;
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
-  void* args[] = {&copy, &maps};
-  d.check(d.cuLaunchKernel(kernel.function(), shape.grid[0], shape.grid[1], shape.grid[2],
-                           shape.block, 1, 1, shape.smem_bytes, stream, args, nullptr),
-          ("launching " + kernel.symbol()).c_str());
+  auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {
+    void* args[] = {&copy, &maps};
+    d.check(d.cuLaunchKernel(kernel.function(), shape.grid[0], grid_y, grid_z, shape.block, 1, 1,
+                             shape.smem_bytes, stream, args, nullptr),
+            ("launching " + kernel.symbol()).c_str());
+  };
+  if (shape.launches() == 1) return launch(p, shape.grid[1], shape.grid[2]);
+  for (int64_t z0 = 0; z0 < shape.sequences; z0 += shape.seq_chunk)
+    for (int64_t h0 = 0; h0 < shape.heads_q; h0 += shape.head_chunk) {
+      const int64_t nh = std::min(shape.head_chunk, shape.heads_q - h0);
+      const int64_t nz = std::min(shape.seq_chunk, shape.sequences - z0);
+      launch(flash_fwd_slice(p, h0, nh, z0, nz), unsigned(nh), unsigned(nz));
+    }
 }
 
 }  // namespace ejk::cuda

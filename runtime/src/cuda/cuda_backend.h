@@ -65,7 +65,20 @@ struct LaunchShape {
   // params and this tile shape.
   bool tma = false;
   int64_t head_dim = 0, block_q = 0, block_k = 0;
+  // sm80 family: q heads on gridDim.y and sequences on gridDim.z, at most 65535 of each per
+  // launch; a larger problem runs as several launches, each over a slice of at most
+  // head_chunk heads (a multiple of the GQA group) and seq_chunk sequences (flash_fwd_slice).
+  // grid[1] / grid[2] are a full slice's.
+  int64_t heads_q = 0, sequences = 0, head_chunk = 0, seq_chunk = 0;
+  int64_t launches() const;
 };
+
+// The part of `p` that heads [h0, h0 + nh) of sequences [z0, z0 + nz) see, as a problem of
+// its own: pointers moved to the slice (dense: batch strides; varlen: the cu_seqlens entries,
+// whose token offsets stay absolute), heads_q / heads_kv / batch its sizes. h0 and nh are
+// multiples of the GQA group (heads_q / heads_kv).
+FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, int64_t z0,
+                               int64_t nz);
 
 // Grid, block and dynamic shared memory of a flash_fwd CUDA variant for params `p`; `target` is
 // the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family,
