@@ -168,6 +168,7 @@ double max_abs(const std::vector<double>& ref, const std::vector<double>& got) {
 
 struct Sizes {
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv;
+  bool varlen = false;  // packed sequences of 1..seqlen_q / 1..seqlen_k tokens (random)
 };
 
 // One variant: NVRTC for this device, load, launch on a random problem, compare. max_err > 0:
@@ -186,11 +187,21 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng,
   pr.batch = z.batch, pr.seqlen_q = z.seqlen_q, pr.seqlen_k = z.seqlen_k;
   pr.heads_q = z.heads_q, pr.heads_kv = z.heads_kv;
   pr.window_left = 40, pr.window_right = 7, pr.cap = 12.f, pr.num_sinks = 2;
+  if (z.varlen) {
+    pr.varlen = true;
+    pr.cu_q = {0}, pr.cu_k = {0};
+    for (int64_t b = 0; b < z.batch; ++b) {
+      pr.cu_q.push_back(pr.cu_q.back() + 1 + int32_t(rng() % z.seqlen_q));
+      pr.cu_k.push_back(pr.cu_k.back() + 1 + int32_t(rng() % z.seqlen_k));
+    }
+  }
   const float scale = 1.f / std::sqrt(float(s.d));
   const check::HostInputs in = check::make_inputs(pr, rng);
   DeviceBuffer q = DeviceBuffer::from(in.q), k = DeviceBuffer::from(in.k), v = DeviceBuffer::from(in.v);
   DeviceBuffer bias = DeviceBuffer::from(in.bias), aux = DeviceBuffer::from(in.aux);
-  const size_t out_n = pr.total_q() * pr.heads_q * s.d, lse_n = pr.batch * pr.heads_q * pr.seqlen_q;
+  const size_t out_n = pr.total_q() * pr.heads_q * s.d;
+  const size_t lse_n = pr.varlen ? pr.heads_q * pr.total_q() : pr.batch * pr.heads_q * pr.seqlen_q;
+  DeviceBuffer cu_q = DeviceBuffer::from(pr.cu_q), cu_k = DeviceBuffer::from(pr.cu_k);
   DeviceBuffer out(out_n * 2), lse(lse_n * 4);
   d.check(d.cuMemsetD8(out.ptr, 0xff, out_n * 2), "poison out");  // NaN in bf16 and fp16
   d.check(d.cuMemsetD8(lse.ptr, 0xff, lse_n * 4), "poison lse");
@@ -200,6 +211,7 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng,
   p.bias = s.bias ? bias.as<void>() : nullptr;
   p.softmax_aux = s.sinks ? aux.as<float>() : nullptr;
   p = check::params_for(pr, p, scale);
+  if (pr.varlen) p.cu_seqlens_q = cu_q.as<i32>(), p.cu_seqlens_k = cu_k.as<i32>();
   launch_flash_fwd(kernel, flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count), p, dev);
   d.check(d.cuCtxSynchronize(), "running the kernel");
   std::vector<uint16_t> out_bits(out_n);
@@ -218,8 +230,8 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng,
     const double m_out = max_abs(ref.out, got), m_lse = max_abs(ref.lse, got_lse);
     ok = ok && m_out <= max_err && m_lse <= max_err;
     const LaunchShape shape = flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count);
-    std::printf("  max |err| out %.2e lse %.2e  B=%lld S=%lld/%lld Hq=%lld Hkv=%lld grid %u,%u,%u x %lld  %s",
-                m_out, m_lse, (long long)z.batch, (long long)z.seqlen_q, (long long)z.seqlen_k,
+    std::printf("  max |err| out %.2e lse %.2e  %sB=%lld S=%lld/%lld Hq=%lld Hkv=%lld grid %u,%u,%u x %lld  %s",
+                m_out, m_lse, z.varlen ? "varlen " : "", (long long)z.batch, (long long)z.seqlen_q, (long long)z.seqlen_k,
                 (long long)z.heads_q, (long long)z.heads_kv, shape.grid[0], shape.grid[1],
                 shape.grid[2], (long long)shape.launches(), ok ? "PASS" : "FAIL");
   }
@@ -242,16 +254,19 @@ int run_on_device() {
 }
 
 // Problems past the 65535 of gridDim.y / z (the sm80 family runs them as several launches over
-// slices of heads and sequences; d96 is that family on sm90a too): 70000 sequences (GQA 2:1), then 70000 heads (GQA 10:1), 8 tokens each (one q block: the
-// random inputs and the float64 reference of the 0.5-1 M rows take ~30 s of host time). f16:
-// its output rounding leaves room for a max-error bound that one wrong sequence or head breaks.
+// slices of heads and sequences; d96 is that family on sm90a too): 70000 sequences (GQA 2:1),
+// 70000 heads (GQA 10:1), 8 tokens each, then 70000 packed sequences of 1-12 tokens (one q
+// block each: the random inputs and the float64 reference of the 0.5-1 M rows take ~30 s of
+// host time). f16: its output rounding leaves room for a max-error bound that one wrong
+// sequence or head breaks.
 int run_large() {
   const DeviceInfo& dev = use_device(0);
   std::printf("%s -> target %s\n", dev.name.c_str(), dev.target.c_str());
   std::mt19937_64 rng(20261122);
   const Spec s{dev.target, "f16", 96, 128, 64, true};
   int failed = 0;
-  for (Sizes z : {Sizes{70000, 8, 8, 2, 1}, Sizes{1, 8, 8, 70000, 7000}})
+  for (Sizes z : {Sizes{70000, 8, 8, 2, 1}, Sizes{1, 8, 8, 70000, 7000},
+                 Sizes{70000, 12, 12, 2, 1, true}})
     failed += !run_one(s, dev, rng, z, 2e-2);
   return failed == 0 ? 0 : 1;
 }
