@@ -8,8 +8,8 @@
 //   runtime_smoke compile [key]   NVRTC time and resources of the spec's AOT set, sm80 and
 //                                 sm90a (or of one key, e.g. for a cold compile per process)
 //   runtime_smoke run       NVRTC-compile for this GPU, launch, compare (needs a GPU)
-//   runtime_smoke run-large the same on grids past the 65535 of gridDim.y / z: 70000 sequences,
-//                           then 70000 heads (head_dim 96: the sm80 family on sm90a too)
+//   runtime_smoke run-large the same past the 65535 of gridDim.y / z: 70000 sequences, 70000
+//                           heads, 70000 varlen sequences (head_dim 96: the sm80 family)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -212,7 +212,8 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng,
   p.softmax_aux = s.sinks ? aux.as<float>() : nullptr;
   p = check::params_for(pr, p, scale);
   if (pr.varlen) p.cu_seqlens_q = cu_q.as<i32>(), p.cu_seqlens_k = cu_k.as<i32>();
-  launch_flash_fwd(kernel, flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count), p, dev);
+  const LaunchShape shape = flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count);
+  launch_flash_fwd(kernel, shape, p, dev);
   d.check(d.cuCtxSynchronize(), "running the kernel");
   std::vector<uint16_t> out_bits(out_n);
   std::vector<float> lse_h(lse_n);
@@ -229,7 +230,6 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng,
   if (max_err > 0) {
     const double m_out = max_abs(ref.out, got), m_lse = max_abs(ref.lse, got_lse);
     ok = ok && m_out <= max_err && m_lse <= max_err;
-    const LaunchShape shape = flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count);
     std::printf("  max |err| out %.2e lse %.2e  %sB=%lld S=%lld/%lld Hq=%lld Hkv=%lld grid %u,%u,%u x %lld  %s",
                 m_out, m_lse, z.varlen ? "varlen " : "", (long long)z.batch, (long long)z.seqlen_q, (long long)z.seqlen_k,
                 (long long)z.heads_q, (long long)z.heads_kv, shape.grid[0], shape.grid[1],

@@ -134,11 +134,9 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
       throw InvalidArgument("CUDA flash_fwd (sm80 family): " + std::to_string(g.grid_x(p)) +
                             " q blocks per sequence; expected fewer than 2^31");
     s.heads_q = g.grid_y(p), s.sequences = g.grid_z(p);
-    s.head_chunk = std::min(s.heads_q, kMaxGridYZ / group * group);
-    s.seq_chunk = std::min(s.sequences, kMaxGridYZ);
     s.grid[0] = unsigned(g.grid_x(p));
-    s.grid[1] = unsigned(s.head_chunk);
-    s.grid[2] = unsigned(s.seq_chunk);
+    s.grid[1] = unsigned(std::min(s.heads_q, kMaxGridYZ / group * group));
+    s.grid[2] = unsigned(std::min(s.sequences, kMaxGridYZ));
   }
   s.block = unsigned(f.threads);
   s.smem_bytes = unsigned(f.smem_bytes);
@@ -147,8 +145,8 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
 }
 
 int64_t LaunchShape::launches() const {
-  if (tma || head_chunk == 0 || seq_chunk == 0) return 1;
-  return ceil_div(heads_q, head_chunk) * ceil_div(sequences, seq_chunk);
+  if (tma || grid[1] == 0 || grid[2] == 0) return 1;
+  return ceil_div(heads_q, int64_t(grid[1])) * ceil_div(sequences, int64_t(grid[2]));
 }
 
 FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, int64_t z0,
@@ -250,10 +248,11 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
             ("launching " + kernel.symbol()).c_str());
   };
   if (shape.launches() == 1) return launch(p, shape.grid[1], shape.grid[2]);
-  for (int64_t z0 = 0; z0 < shape.sequences; z0 += shape.seq_chunk)
-    for (int64_t h0 = 0; h0 < shape.heads_q; h0 += shape.head_chunk) {
-      const int64_t nh = std::min(shape.head_chunk, shape.heads_q - h0);
-      const int64_t nz = std::min(shape.seq_chunk, shape.sequences - z0);
+  const int64_t head_chunk = shape.grid[1], seq_chunk = shape.grid[2];
+  for (int64_t z0 = 0; z0 < shape.sequences; z0 += seq_chunk)
+    for (int64_t h0 = 0; h0 < shape.heads_q; h0 += head_chunk) {
+      const int64_t nh = std::min(head_chunk, shape.heads_q - h0);
+      const int64_t nz = std::min(seq_chunk, shape.sequences - z0);
       launch(flash_fwd_slice(p, h0, nh, z0, nz), unsigned(nh), unsigned(nz));
     }
 }

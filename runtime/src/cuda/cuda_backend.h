@@ -66,10 +66,9 @@ struct LaunchShape {
   bool tma = false;
   int64_t head_dim = 0, block_q = 0, block_k = 0;
   // sm80 family: q heads on gridDim.y and sequences on gridDim.z, at most 65535 of each per
-  // launch; a larger problem runs as several launches, each over a slice of at most
-  // head_chunk heads (a multiple of the GQA group) and seq_chunk sequences (flash_fwd_slice).
-  // grid[1] / grid[2] are a full slice's.
-  int64_t heads_q = 0, sequences = 0, head_chunk = 0, seq_chunk = 0;
+  // launch; a larger problem runs as several launches, each over a slice of at most grid[1]
+  // heads (a multiple of the GQA group) and grid[2] sequences (flash_fwd_slice).
+  int64_t heads_q = 0, sequences = 0;
   int64_t launches() const;
 };
 

@@ -6,9 +6,9 @@ namespace ejk::cuda {
 
 // Tuning builds (-DEJK_SM90_PROBE, bench only; compiles to nothing otherwise). Per block:
 // globaltimer at entry and at the consumers' end, and the SM it ran on (the gaps between blocks
-// on one SM, the tail); per item and consumer warpgroup: clock64 spent filling the pipeline
-// per phase of an item (Sm90ProbePhase; bench_flash.cu prints them).
-// Phases of one item, in order (each mark adds the cycles since the previous one).
+// on one SM, the tail); per item and consumer warpgroup: the clock64 cycles of each phase
+// below (bench_flash.cu prints them). Phases of one item, in order (each mark adds the cycles
+// since the previous one).
 enum Sm90ProbePhase : int {
   kProbeQWait,   // entry to the Q tile landed
   kProbeKWait,   // to the first K tile landed
