@@ -103,7 +103,12 @@ CompileReport compile_cuda(const OpSchema& schema, const CompileRequest& req) {
   rep.compile_ms = c.compile_ms;
   rep.cache_path = c.cache_path;
   rep.registers = c.registers;
-  rep.shared_bytes = c.shared_bytes;
+  // What a launch uses: the entry's static shared memory plus the dynamic shared memory the
+  // runtime launches the key with.
+  if (c.static_shared_bytes >= 0)
+    rep.shared_bytes = c.static_shared_bytes +
+                       cuda::flash_fwd_smem_bytes(key.target, key.get_int("head_dim"),
+                                                  key.get_int("block_q"), key.get_int("block_k"));
   return rep;
 #else
   (void)schema;

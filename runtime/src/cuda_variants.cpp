@@ -42,7 +42,7 @@ std::string cubin_hash(const std::string& key, const std::string& source, const 
 void fill_resources(CudaCubin& c, const std::string& symbol) {
   auto res = cuda::cubin_resources(c.bytes, symbol);
   c.registers = res.registers;
-  c.shared_bytes = res.static_smem_bytes;
+  c.static_shared_bytes = res.static_smem_bytes;
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ struct CudaCubin {
   double compile_ms = 0, load_ms = 0;
   std::string cache_path;  // JIT-built cubins
   int registers = -1;
-  int64_t shared_bytes = -1;  // static shared memory of the entry (dynamic comes at launch)
+  int64_t static_shared_bytes = -1;  // of the entry; the dynamic part comes at launch
 };
 
 // The cubin of `key` (its target names the arch). Needs NVRTC on a miss, no GPU.

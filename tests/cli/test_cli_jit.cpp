@@ -13,6 +13,8 @@
 #include <future>
 #include <vector>
 
+#include "ejk/kernels/cuda/flash_fwd_traits.cuh"
+
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
 
@@ -148,4 +150,28 @@ TEST_CASE("save writes every argument as npy; load reproduces the run", "[cli][n
   CHECK(loaded["key"] == saved["key"]);
   CHECK(loaded["check"] == "pass");
   CHECK(loaded["rel_l2_err"] == saved["rel_l2_err"]);
+}
+
+TEST_CASE("ejk compile reports the registers and shared memory a CUDA variant launches with", "[cli][cuda]") {
+  TempCache cache;
+  struct Case {
+    std::string args;
+    bool sm90a;
+    int64_t d, bq, bk;
+  };
+  // An AOT key of the wgmma family, and an NVRTC compile (head_dim 80: not built in) of the
+  // mma.sync family; neither needs a GPU.
+  for (const Case& c : {Case{"--arch sm_90a --d 128 --causal --block-q 128 --block-k 128", true, 128, 128, 128},
+                        Case{"--arch sm_80 --d 80 --block-q 128 --block-k 64", false, 80, 128, 64}}) {
+    Proc p = sh(cache.env() + " " + kEjk + " compile flash_attention --backend cuda " + c.args + " --json");
+    if (p.status != 0 && p.out.find("no CUDA backend") != std::string::npos) SKIP(p.out);
+    INFO(p.out);
+    REQUIRE(p.status == 0);
+    auto j = nlohmann::json::parse(p.out.substr(p.out.find('{')));
+    CHECK(j["registers"].get<int>() > 0);
+    const int64_t smem = ejk::cuda::flash_fwd_launch_facts(c.sm90a, c.d, c.bq, c.bk).smem_bytes;
+    CHECK(smem > 48 * 1024);  // both tiles need the opt-in shared memory
+    // sm_90 reserves 1 KiB of every block's shared memory (a static section of the cubin).
+    CHECK(j["shared_bytes"].get<int64_t>() == smem + (c.sm90a ? 1024 : 0));
+  }
 }

@@ -124,6 +124,19 @@ TEST_CASE("the cubin's register count agrees with the ptxas report", "[nvrtc]") 
   CHECK(cuda::cubin_resources(r.cubin, symbol_name(key)).stack_bytes == log.stack_bytes);
   CHECK(cuda::cubin_resources(r.cubin, "absent_symbol").registers == -1);
   CHECK_THROWS_AS(cuda::cubin_resources({1, 2, 3}, "x"), InvalidArgument);
+  // The flash kernels take their tiles at launch (dynamic); what the cubin holds is the 1 KiB
+  // sm_90 reserves in every block. A static array shows on sm_80.
+  CHECK(r.resources.static_smem_bytes == 1024);
+  const cuda::CudaSource tiny{"tiny.cu",
+                              "extern \"C\" __global__ void tiny(float* x) {\n"
+                              "  __shared__ float t[256];\n"
+                              "  t[threadIdx.x] = x[threadIdx.x];\n"
+                              "  __syncthreads();\n"
+                              "  x[threadIdx.x] = t[255 - threadIdx.x];\n"
+                              "}\n",
+                              {}};
+  const cuda::CubinResult t = cuda::NvrtcCompiler::get().compile(tiny, "sm_80", "tiny");
+  CHECK(t.resources.static_smem_bytes == 1024);
 }
 
 TEST_CASE("key targets map to NVRTC arch names", "[cuda]") {

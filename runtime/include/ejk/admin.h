@@ -46,6 +46,8 @@ struct CompileReport {
   double compile_ms = 0;
   std::filesystem::path cache_path;
   int registers = -1;       // GPU variants, when the compiler reports them
+  // GPU variants: shared memory per block of a launch: static (on sm_90 including the 1 KiB
+  // reserved per block) plus the dynamic shared memory the runtime launches the key with.
   int64_t shared_bytes = -1;
 };
 CompileReport compile_variant(const CompileRequest& req);

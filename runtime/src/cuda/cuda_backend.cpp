@@ -99,6 +99,11 @@ void LoadedKernel::reserve_dynamic_smem(int bytes) {
   dynamic_smem_ = bytes;
 }
 
+int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
+                             int64_t block_k) {
+  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k).smem_bytes;
+}
+
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
                                    int64_t block_k, const FlashFwdParams& p, int sm_count) {
   const FlashFwdLaunchFacts f =
@@ -139,7 +144,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
     s.grid[2] = unsigned(std::min(s.sequences, kMaxGridYZ));
   }
   s.block = unsigned(f.threads);
-  s.smem_bytes = unsigned(f.smem_bytes);
+  s.smem_bytes = unsigned(flash_fwd_smem_bytes(target, head_dim, block_q, block_k));
   s.head_dim = head_dim, s.block_q = block_q, s.block_k = block_k;
   return s;
 }

@@ -79,6 +79,10 @@ struct LaunchShape {
 FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, int64_t z0,
                                int64_t nz);
 
+// Dynamic shared memory a flash_fwd CUDA variant launches with (its family's geometry).
+int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
+                             int64_t block_k);
+
 // Grid, block and dynamic shared memory of a flash_fwd CUDA variant for params `p`; `target` is
 // the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family,
 // whose persistent kernels take one block per SM (`sm_count`, the device's).

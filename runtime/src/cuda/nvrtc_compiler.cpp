@@ -164,6 +164,12 @@ KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_v
   KernelResources r;
   const long index = symbol_index(elf, symbol);
   if (index < 0) return r;
+  // Static shared memory is a NOBITS section per entry; dynamic shared memory is the launch's.
+  r.static_smem_bytes = 0;
+  for (size_t i = 0; i < elf.count(); ++i) {
+    const Elf64_Shdr sh = elf.section(i);
+    if (elf.name(sh) == ".nv.shared." + std::string(symbol)) r.static_smem_bytes = int(sh.sh_size);
+  }
   // .nv.info holds (format, attribute) records; format 4 carries a u16 size and a payload.
   // EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11) payloads are (u32 symbol, u32 value).
   constexpr uint8_t kSizedValue = 4, kRegCount = 0x2f, kFrameSize = 0x11;
@@ -283,6 +289,7 @@ CubinResult NvrtcCompiler::compile(const CudaSource& src, std::string_view arch,
   out.resources = parse_ptxas_report(out.log, symbol);
   const KernelResources from_cubin = cubin_resources(out.cubin, symbol);
   out.resources.registers = from_cubin.registers;
+  out.resources.static_smem_bytes = from_cubin.static_smem_bytes;
   if (out.resources.stack_bytes < 0) out.resources.stack_bytes = from_cubin.stack_bytes;
   out.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -31,8 +31,8 @@ struct KernelResources {
 struct CubinResult {
   std::vector<uint8_t> cubin;
   std::string log;            // NVRTC's log (ptxas report included)
-  // Of `symbol`: registers (and the stack frame when the log lacks it) from the cubin itself;
-  // spills and static smem from the ptxas report, which NVRTC does not always put in the log
+  // Of `symbol`: registers, static smem (and the stack frame when the log lacks it) from the
+  // cubin itself; spills from the ptxas report, which NVRTC does not always put in the log
   // when several programs compile concurrently (seen on the H200 machine, 16 threads), so
   // those may be -1.
   KernelResources resources;
@@ -46,8 +46,9 @@ std::string nvrtc_arch(std::string_view target);
 // Parses the ptxas -v lines of one entry function out of a compile log.
 KernelResources parse_ptxas_report(std::string_view log, std::string_view symbol);
 
-// Registers and stack frame of `symbol` read from the cubin itself (the EIATTR_REGCOUNT and
-// EIATTR_FRAME_SIZE records of its .nv.info section). Fields it cannot find stay -1;
+// Registers, stack frame and static shared memory of `symbol` read from the cubin itself (the
+// EIATTR_REGCOUNT and EIATTR_FRAME_SIZE records of its .nv.info section, the size of its
+// .nv.shared section, 0 without one). Fields it cannot find stay -1;
 // InvalidArgument if the bytes are not a 64-bit ELF.
 KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_view symbol);
 
