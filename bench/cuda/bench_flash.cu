@@ -62,6 +62,8 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 64, 128, 96, kCausal, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 128, 128, 64, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 96, kCausal>(),
+      // three consumers without the turn ring (session 7: the ring is the default)
+      variant_sm90<Elem::bf16, 64, 192, 128, kPlain, false>(), variant_sm90<Elem::bf16, 64, 192, 128, kCausal, false>(),
   };
 }
 

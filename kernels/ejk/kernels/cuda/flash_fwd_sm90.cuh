@@ -9,8 +9,8 @@
 // so the accumulators have the same per-warp fragment layout as the sm80 family's mma.sync C
 // fragments and the mask / online softmax code of flash_fwd_tile.cuh is shared unchanged. In a
 // consumer, P(t-1) V(t-1) runs on the tensor cores behind S(t) while the softmax of S(t) runs;
-// with two consumers the GEMM issues alternate between them (ping-pong, named barriers), so
-// one's softmax overlaps the other's GEMMs. Persistent blocks (flash_fwd_traits.cuh) loop over
+// with two or three consumers they issue their GEMMs in turns (ping-pong, or a ring of three;
+// named barriers), so one's softmax overlaps the others' GEMMs. Persistent blocks (flash_fwd_traits.cuh) loop over
 // work items; the Q tile has its own empty barrier so the next item's Q streams in while the
 // consumers finish the last one. O leaves through shared memory and TMA stores that the
 // consumers do not wait for. Semantics: mask.h, as everywhere.
@@ -22,7 +22,8 @@
 
 namespace ejk::cuda {
 
-// kPingPongOpt: alternate the two consumer warpgroups' GEMM issues (only with block_q 128).
+// kPingPongOpt: the consumer warpgroups issue their GEMMs in turns (two: alternating; three:
+// a ring, as FlashAttention-3 does at head_dim 64).
 // kStagesOpt: K/V ring depth, 0 for the geometry's default; kScheduleOpt: one block per work
 // item or persistent, by_default for the geometry's rule (both for tuning runs only).
 template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPongOpt = true, int kStagesOpt = 0,
@@ -50,7 +51,7 @@ struct FlashFwdSm90Config {
   static constexpr int kKVBytes = int(kGeometry.kv_tile_bytes());
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
-  static constexpr bool kPingPong = kPingPongOpt && kConsumers == 2;
+  static constexpr bool kPingPong = kPingPongOpt && kConsumers >= 2;
   static constexpr bool kPersistent = kGeometry.persistent();
   // Persistent causal blocks take items in L2-sized head groups, heaviest first, in a snake
   // order (sm90_causal_order, sm90_item).
@@ -267,7 +268,7 @@ __device__ __forceinline__ void sm90_store_o_tma(const float (&o)[1][C::kDTiles]
                                                  const FlashFwdTensorMaps& maps, const Sm90Block& blk,
                                                  u32 tile, unsigned char* tile_ptr, int cwg,
                                                  int warp_row0, int lane, Sm90PhaseProbe& probe) {
-  const u32 bar = 3 + cwg;
+  const u32 bar = 1 + C::kConsumers + cwg;  // after the turn barriers (1 .. kConsumers)
   const bool leader = (threadIdx.x & 127) == 0;
   if (C::kOBuffer && leader) bulk_wait_read<0>();  // the last item's store has read the tile
   named_bar_sync(bar, 128);  // that, and (Q tile) every wgmma of the warpgroup is done with Q
@@ -361,14 +362,14 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   float s[1][C::kNTiles][4];
   float alpha[2];
   u32 pa[C::kBlockK / 16][4];
-  // Ping-pong: warpgroup g issues its GEMMs after syncing on barrier 1 + g, then lets the
-  // other one go (arrive on 2 - g). Both take the same number of turns per item, so the
-  // alternation runs on across items (sm90_consume opens and closes it).
+  // Turns: warpgroup g issues its GEMMs after syncing on barrier 1 + g, then lets the next one
+  // go (arrive on 1 + (g + 1) % kConsumers). All take the same number of turns per item, so
+  // the ring runs on across items (sm90_consume opens and closes it).
   auto turn_begin = [&]() {
     if (C::kPingPong) named_bar_sync(1 + cwg, 256);
   };
   auto turn_end = [&]() {
-    if (C::kPingPong) named_bar_arrive(2 - cwg, 256);
+    if (C::kPingPong) named_bar_arrive(1 + (cwg + 1) % C::kConsumers, 256);
   };
   auto to_log2 = [&](int t) {
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
@@ -463,9 +464,9 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p,
                                              unsigned char* smem) {
   if constexpr (C::kRegSplit) setmaxnreg_inc<C::kConsumerRegs>();
   const int cwg = (threadIdx.x - 128) / 128;
-  // Warpgroup 1 opens the first turn for warpgroup 0; warpgroup 0 takes warpgroup 1's last
-  // hand-over at the end, so every arrival meets a sync.
-  if (C::kPingPong && cwg == 1) named_bar_arrive(1, 256);
+  // The last warpgroup opens the first turn for warpgroup 0; warpgroup 0 takes the last
+  // warpgroup's last hand-over at the end, so every arrival meets a sync.
+  if (C::kPingPong && cwg == C::kConsumers - 1) named_bar_arrive(1, 256);
   const i64 total = sm90_total_items<C>(p);
   Sm90Cursor cur;
   for (int n = 0;; ++n) {
