@@ -11,9 +11,9 @@
 // consumer, P(t-1) V(t-1) runs on the tensor cores behind S(t) while the softmax of S(t) runs;
 // with two or three consumers they issue their GEMMs in turns (ping-pong, or a ring of three;
 // named barriers), so one's softmax overlaps the others' GEMMs. Persistent blocks
-// (flash_fwd_traits.cuh) loop over work items; the Q tile has its own empty barrier so the next item's Q streams in while the
-// consumers finish the last one. O leaves through shared memory and TMA stores that the
-// consumers do not wait for. Semantics: mask.h, as everywhere.
+// (flash_fwd_traits.cuh) loop over work items; the Q tile has its own empty barrier so the
+// next item's Q streams in while the consumers finish the last one. O leaves through shared
+// memory and TMA stores that the consumers do not wait for. Semantics: mask.h, as everywhere.
 #pragma once
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm90_probe.cuh"
