@@ -56,12 +56,6 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 128, 128, 176, kPlain, true, 0, kPersist>(),  // no O tile
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPersist>(),
-      // causal block_k < 128 at short sequences (session 7): a diagonal tile wastes less, more
-      // tile turns per key (head_dim 64: persistent asked for, the default rule says per item)
-      variant_sm90<Elem::bf16, 64, 128, 64, kCausal, true, 0, kPersist>(),
-      variant_sm90<Elem::bf16, 64, 128, 96, kCausal, true, 0, kPersist>(),
-      variant_sm90<Elem::bf16, 128, 128, 64, kCausal>(),
-      variant_sm90<Elem::bf16, 128, 128, 96, kCausal>(),
       // three consumers without the turn ring (session 7: the ring is the default)
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain, false>(), variant_sm90<Elem::bf16, 64, 192, 128, kCausal, false>(),
   };

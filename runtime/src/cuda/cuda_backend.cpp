@@ -144,7 +144,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
     s.grid[2] = unsigned(std::min(s.sequences, kMaxGridYZ));
   }
   s.block = unsigned(f.threads);
-  s.smem_bytes = unsigned(flash_fwd_smem_bytes(target, head_dim, block_q, block_k));
+  s.smem_bytes = unsigned(f.smem_bytes);
   s.head_dim = head_dim, s.block_q = block_q, s.block_k = block_k;
   return s;
 }

@@ -79,7 +79,8 @@ struct LaunchShape {
 FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, int64_t z0,
                                int64_t nz);
 
-// Dynamic shared memory a flash_fwd CUDA variant launches with (its family's geometry).
+// Dynamic shared memory a flash_fwd CUDA variant launches with: its family's launch facts, as
+// flash_fwd_launch_shape takes them (for reports without params, e.g. `ejk compile`).
 int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
                              int64_t block_k);
 

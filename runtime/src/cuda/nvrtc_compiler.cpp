@@ -166,9 +166,10 @@ KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_v
   if (index < 0) return r;
   // Static shared memory is a NOBITS section per entry; dynamic shared memory is the launch's.
   r.static_smem_bytes = 0;
+  const std::string shared_section = ".nv.shared." + std::string(symbol);
   for (size_t i = 0; i < elf.count(); ++i) {
     const Elf64_Shdr sh = elf.section(i);
-    if (elf.name(sh) == ".nv.shared." + std::string(symbol)) r.static_smem_bytes = int(sh.sh_size);
+    if (elf.name(sh) == shared_section) r.static_smem_bytes = int(sh.sh_size);
   }
   // .nv.info holds (format, attribute) records; format 4 carries a u16 size and a payload.
   // EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11) payloads are (u32 symbol, u32 value).
