@@ -19,12 +19,15 @@ def readable(mangled):
     rows = re.search(r"}, (\d+)", rest)  # the optional rows-per-warp tuning argument
     suffix = f".w{rows.group(1)}" if rows and rows.group(1) not in ("0", "16") else ""
     suffix += ".wgmma" if family == "90" else ""
-    # sm90 tuning arguments (ping-pong, ring depth, schedule), spelled as Variant::name does
-    tune = re.search(r"}, (true|false), (\d+), \(ejk::cuda::Sm90Schedule\)(\d)", rest)
+    # sm90 tuning arguments (ping-pong, ring depth, schedule, Q operand), spelled as
+    # Variant::name does
+    tune = re.search(r"}, (true|false), (\d+), \(ejk::cuda::Sm90Schedule\)(\d)"
+                     r"(?:, \(ejk::cuda::Sm90QOperand\)(\d))?", rest)
     if family == "90" and tune:
-        pp, st, sched = tune.groups()
+        pp, st, sched, q = tune.groups()
         suffix += (".nopp" if pp == "false" else "") + (f".st{st}" if st != "0" else "")
         suffix += {"0": "", "1": ".per_item", "2": ".persist"}[sched]
+        suffix += {None: "", "0": "", "1": ".qsmem", "2": ".qreg"}[q]
     return f"{elem}.d{d}.bq{bq}.bk{bk}" + "".join("." + f for f in on) + suffix
 
 

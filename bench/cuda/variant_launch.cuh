@@ -62,6 +62,7 @@ struct Variant {
   int stages = 0;  // wgmma family: K/V ring depth when not the default
   ejk::cuda::Sm90Schedule schedule = ejk::cuda::Sm90Schedule::by_default;  // wgmma family
   bool persistent = false;  // what the schedule (or the geometry's default) makes it
+  ejk::cuda::Sm90QOperand q_operand = ejk::cuda::Sm90QOperand::by_default;  // wgmma family
   std::string name() const {
     std::string n = std::string(f16 ? "f16" : "bf16") + ".d" + std::to_string(head_dim) +
                     ".bq" + std::to_string(block_q) + ".bk" + std::to_string(block_k);
@@ -76,6 +77,8 @@ struct Variant {
     if (sm90 && !pingpong) n += ".nopp";
     if (stages) n += ".st" + std::to_string(stages);
     if (schedule != ejk::cuda::Sm90Schedule::by_default) n += persistent ? ".persist" : ".per_item";
+    if (q_operand != ejk::cuda::Sm90QOperand::by_default)
+      n += q_operand == ejk::cuda::Sm90QOperand::registers ? ".qreg" : ".qsmem";
     return n;
   }
 };
@@ -90,15 +93,17 @@ inline Variant variant() {
 }
 
 template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPong = true, int kStages = 0,
-          ejk::cuda::Sm90Schedule kSchedule = ejk::cuda::Sm90Schedule::by_default>
+          ejk::cuda::Sm90Schedule kSchedule = ejk::cuda::Sm90Schedule::by_default,
+          ejk::cuda::Sm90QOperand kQ = ejk::cuda::Sm90QOperand::by_default>
 inline Variant variant_sm90() {
-  using C = ejk::cuda::FlashFwdSm90Config<E, D, Br, Bc, F, kPingPong, kStages, kSchedule>;
+  using C = ejk::cuda::FlashFwdSm90Config<E, D, Br, Bc, F, kPingPong, kStages, kSchedule, kQ>;
   const void* k = reinterpret_cast<const void*>(&flash_kernel_sm90<C>);
   const int smem = int(C::kGeometry.smem_bytes());
   CUDA_OK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   Variant v{E == Elem::f16, D, Br, Bc, F, k, C::kThreads, smem, 16, true, kPingPong, kStages};
   v.schedule = kSchedule;
   v.persistent = C::kPersistent;
+  v.q_operand = kQ;
   return v;
 }
 

@@ -25,11 +25,13 @@ namespace ejk::cuda {
 // kPingPongOpt: the consumer warpgroups issue their GEMMs in turns (two: alternating; three:
 // a ring, as FlashAttention-3 does at head_dim 64).
 // kStagesOpt: K/V ring depth, 0 for the geometry's default; kScheduleOpt: one block per work
-// item or persistent, by_default for the geometry's rule (both for tuning runs only).
+// item or persistent; kQOpt: Q from shared memory or registers for S = Q K^T; by_default for
+// the geometry's rules (all three for tuning runs only).
 template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPongOpt = true, int kStagesOpt = 0,
-          Sm90Schedule kScheduleOpt = Sm90Schedule::by_default>
+          Sm90Schedule kScheduleOpt = Sm90Schedule::by_default,
+          Sm90QOperand kQOpt = Sm90QOperand::by_default>
 struct FlashFwdSm90Config {
-  static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt, kScheduleOpt};
+  static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt, kScheduleOpt, kQOpt};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
                 "flash_fwd sm90: head_dim a multiple of 64 up to 256, block_q 64 or 128 (or 192 "
@@ -53,6 +55,9 @@ struct FlashFwdSm90Config {
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
   static constexpr bool kPingPong = kPingPongOpt && kConsumers >= 2;
   static constexpr bool kPersistent = kGeometry.persistent();
+  // S = Q K^T takes Q as register A fragments, loaded once per item (kGeometry.q_in_registers).
+  static constexpr bool kQInRegs = kGeometry.q_in_registers();
+  static constexpr int kQFragSteps = kQInRegs ? D / 16 : 1;  // k steps of 16 (1: unused)
   // Persistent causal blocks take items in L2-sized head groups, heaviest first, in a snake
   // order (sm90_causal_order, sm90_item).
   static constexpr bool kSnake = kPersistent && F.causal && !F.window;
@@ -93,6 +98,31 @@ __device__ __forceinline__ void qk_issue(float (&s)[1][C::kNTiles][4], u32 sQ_wg
   }
 }
 
+// Loads the warp's 16 rows of the Q tile as wgmma A fragments (the mma A layout: a[kk] holds
+// rows g, g + 8 at columns 16 kk + 2 t, + 8; g = lane / 4, t = lane % 4): one ldmatrix.x4 per
+// k step, lane L addressing row (L & 7) + 8 ((L >> 3) & 1) of chunk 2 kk + L / 16, through the
+// tile's 128-byte swizzle.
+template <class C>
+__device__ __forceinline__ void load_q_fragments(u32 (&qf)[C::kQFragSteps][4], u32 sQ,
+                                                 int warp_row0, int lane) {
+  const int r = warp_row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int kk = 0; kk < C::kQFragSteps; ++kk)
+    ldmatrix_x4(qf[kk], sQ + sw128_offset<C>(r, 2 * kk + (lane >> 4), C::kBlockQ));
+}
+
+// S = Q K^T with Q's fragments in registers: only K is read from shared memory.
+template <class C>
+__device__ __forceinline__ void qk_issue_rs(float (&s)[1][C::kNTiles][4],
+                                            const u32 (&qf)[C::kQFragSteps][4], u32 sK) {
+  const u64 b0 = smem_desc_sw128(sK, 16, 1024);
+#pragma unroll
+  for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
+    const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
+    wgmma_rs<C::kBlockK, C::kElem, false>(&s[0][0][0], qf[kk], b);
+  }
+}
+
 template <int N> __device__ __forceinline__ void zero(float (&x)[1][N][4]) {
 #pragma unroll
   for (int t = 0; t < N; ++t)
@@ -122,7 +152,7 @@ __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
 #pragma unroll
   for (int kk = 0; kk < C::kBlockK / 16; ++kk) {
     const u64 b = smem_desc_advance(b0, kk * 16 * 128);  // keys 16 kk .. 16 kk + 15
-    wgmma_rs_tb<C::kHeadDim, C::kElem>(&o[0][0][0], a[kk], b);
+    wgmma_rs<C::kHeadDim, C::kElem, true>(&o[0][0][0], a[kk], b);
   }
 }
 
@@ -362,6 +392,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   float s[1][C::kNTiles][4];
   float alpha[2];
   u32 pa[C::kBlockK / 16][4];
+  u32 qf[C::kQFragSteps][4];  // kQInRegs: this warp's rows of Q as A fragments
   // Turns: warpgroup g issues its GEMMs after syncing on barrier 1 + g, then lets the next one
   // go (arrive on 1 + (g + 1) % kConsumers). All take the same number of turns per item, so
   // the ring runs on across items (sm90_consume opens and closes it).
@@ -377,12 +408,24 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
     if (tile_needs_mask<C>(blk.mask, ctx, blk.q0, k0, seq.len_k))
       mask_logits<C>(s, ctx, blk.mask, seq, k0, lane);
   };
+  auto s_issue = [&](u32 sK) {
+    if constexpr (C::kQInRegs)
+      qk_issue_rs<C>(s, qf, sK);
+    else
+      qk_issue<C>(s, sQ_wg, sK);
+  };
   // Ring slot and phase parity of the item's tile t.
   auto slot = [&](int t) { return int((cur.kv + t) % C::kStages); };
   auto phase = [&](int t) { return ((cur.kv + t) / C::kStages) & 1; };
 
   if (tiles > 0) {
     mbar_wait(sm.q_full(), cur.q_loads & 1);
+    if constexpr (C::kQInRegs) {
+      // Q lives in registers from here: the tile goes back to the producer (the next item's
+      // Q may land while this one runs; per-item blocks only stage O in it at the end).
+      load_q_fragments<C>(qf, sm.q, warp_row0, lane);
+      sm90_release(sm.q_empty(), lane);
+    }
     probe.mark(kProbeQWait);
     // S(0) alone; then per tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, and
     // the issue of S(t+1) followed by P(t) V(t). Only the issue of S(0) is peeled off: a
@@ -394,7 +437,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
     probe.mark(kProbeTurn);
     zero<C::kNTiles>(s);
     wgmma_fence();
-    qk_issue<C>(s, sQ_wg, sm.k_tile(slot(0)));
+    s_issue(sm.k_tile(slot(0)));
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();
@@ -403,7 +446,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       const int st = slot(t);
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
       sm90_release(sm.k_empty(st), lane);
-      if (t == tiles - 1) sm90_release(sm.q_empty(), lane);  // the last S of the item is done
+      if (!C::kQInRegs && t == tiles - 1)
+        sm90_release(sm.q_empty(), lane);  // the last S of the item is done
       to_log2(t);
       softmax_deferred<C>(s, rows, alpha, exp_scale);
       wgmma_wait<0>();  // P(t-1) V(t-1) (nothing pending at t = 0)
@@ -417,7 +461,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
         turn_begin();
         zero<C::kNTiles>(s);
         wgmma_fence();  // also orders pack_p's writes of P before P V reads them
-        qk_issue<C>(s, sQ_wg, sm.k_tile(slot(t + 1)));
+        s_issue(sm.k_tile(slot(t + 1)));
         wgmma_commit();
         pv_issue<C>(o, pa, sm.v_tile(st));
         wgmma_commit();

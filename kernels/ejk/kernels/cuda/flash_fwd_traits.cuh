@@ -66,11 +66,15 @@ struct FlashFwdSm80Geometry {
 // finish the last one (their output goes out through an O tile of its own, so the Q tile is
 // free as soon as the last S = Q K^T is done).
 enum class Sm90Schedule : int { by_default = 0, per_item = 1, persistent = 2 };
+// Where S = Q K^T reads Q from: the Q tile in shared memory (wgmma with both operands in shared
+// memory), or A fragments the consumers load into registers once per item (see q_in_registers).
+enum class Sm90QOperand : int { by_default = 0, smem = 1, registers = 2 };
 
 struct FlashFwdSm90Geometry {
   i64 head_dim, block_q, block_k;
   i64 stages_override = 0;  // 0: the default below (what keys build)
   Sm90Schedule schedule_override = Sm90Schedule::by_default;
+  Sm90QOperand q_operand_override = Sm90QOperand::by_default;
 
   static constexpr i64 kMaxStages = 4;
   static constexpr i64 kElemBytes = 2;
@@ -134,6 +138,20 @@ struct FlashFwdSm90Geometry {
   static constexpr i64 kConsumerOverheadRegs = 30;
   constexpr i64 consumer_regs_estimate() const {
     return block_k / 2 + head_dim / 2 + block_k / 4 + kConsumerOverheadRegs;
+  }
+  // Q's A fragments in registers: head_dim / 16 k steps of 4 registers each.
+  constexpr i64 q_fragment_regs() const { return head_dim / 4; }
+  // S = Q K^T with Q from registers wherever its fragments fit beside S, P and O with
+  // kQRegsHeadroom to spare: an SS wgmma of m64 x n128 x k16 reads 2 KiB of Q and 4 KiB of K
+  // from shared memory per 64 tensor cycles (96 B/clk of the SM's 128, before the K/V copies
+  // land there); from registers only the 4 KiB of K. Q is loaded once per item and its tile
+  // released at once. Measured (NOTES.md v25): +1..+6% at head_dim 64 and 128 x 128; mixed
+  // (-3..+8%) at 128 x 144, whose estimate leaves 6 registers, hence the headroom.
+  static constexpr i64 kQRegsHeadroom = 16;
+  constexpr bool q_in_registers() const {
+    if (q_operand_override != Sm90QOperand::by_default)
+      return q_operand_override == Sm90QOperand::registers;
+    return consumer_regs_estimate() + q_fragment_regs() + kQRegsHeadroom <= consumer_reg_cap();
   }
   constexpr bool valid() const {
     // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per
