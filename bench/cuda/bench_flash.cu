@@ -23,6 +23,10 @@ using namespace ejk::check;
 std::vector<Variant> bench_variants() {
   constexpr ejk::cuda::Sm90Schedule kPerItem = ejk::cuda::Sm90Schedule::per_item;
   constexpr ejk::cuda::Sm90Schedule kPersist = ejk::cuda::Sm90Schedule::persistent;
+  constexpr ejk::cuda::Sm90Schedule kByDefault = ejk::cuda::Sm90Schedule::by_default;
+  constexpr ejk::cuda::Sm90QOperand kQSmem = ejk::cuda::Sm90QOperand::smem;
+  constexpr ejk::cuda::Sm90QOperand kQRegs = ejk::cuda::Sm90QOperand::registers;
+  constexpr FlashFlags kWindowCap{.causal = true, .window = true, .softcap = true};
   return {
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
@@ -58,6 +62,18 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPersist>(),
       // three consumers without the turn ring (session 7: the ring is the default)
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain, false>(), variant_sm90<Elem::bf16, 64, 192, 128, kCausal, false>(),
+      // the other Q operand of the defaults near the rule (session 8, v25): shared memory where
+      // the default holds Q in registers, registers at 128 x 144 (estimate inside the headroom)
+      variant_sm90<Elem::bf16, 64, 128, 128, kPlain, true, 0, kByDefault, kQSmem>(),
+      variant_sm90<Elem::bf16, 64, 128, 128, kCausal, true, 0, kByDefault, kQSmem>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kByDefault, kQSmem>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kByDefault, kQSmem>(),
+      variant_sm90<Elem::bf16, 128, 128, 144, kPlain, true, 0, kByDefault, kQRegs>(),
+      variant_sm90<Elem::bf16, 128, 128, 144, kCausal, true, 0, kByDefault, kQRegs>(),
+      // the issue's GQA 32:8 + window 1024 + softcap 30 rows (EJK_BENCH_WINDOW=1): the heuristic's
+      // key at head_dim 64 from 2k, and the 128 x 128 tile
+      variant_sm90<Elem::bf16, 64, 192, 128, kWindowCap>(),
+      variant_sm90<Elem::bf16, 64, 128, 128, kWindowCap>(),
   };
 }
 
@@ -254,37 +270,75 @@ void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
 }
 #endif
 
-void bench_shape(const std::vector<Variant>& vs, int64_t S, int64_t D, bool causal) {
+// One benchmark shape: the issue's grid (Hq = Hkv = 2048 / D, no window, no softcap) or its
+// GQA + window + softcap row.
+struct Shape {
+  int64_t S, D;
+  bool causal;
+  int64_t hq = 0, hkv = 0;  // 0: 2048 / D
+  int64_t window_left = -1, window_right = -1;  // -1: no window
+  float softcap = 0.f;                          // 0: none
+  bool window() const { return window_left >= 0; }
+};
+
+// Visible (query, key) pairs of one head, as peers.py counts them (mask.h's rules: causal keys
+// k <= q, window keys q - left <= k <= q + right).
+double visible_pairs(const Shape& sh) {
+  double pairs = 0;
+  for (int64_t q = 0; q < sh.S; ++q) {
+    int64_t lo = 0, hi = sh.causal ? q : sh.S - 1;
+    if (sh.window()) lo = std::max<int64_t>(lo, q - sh.window_left), hi = std::min(hi, q + sh.window_right);
+    pairs += double(std::max<int64_t>(0, hi - lo + 1));
+  }
+  return pairs;
+}
+
+bool variant_fits(const Variant& v, const Shape& sh) {
+  return v.head_dim == sh.D && v.flags.causal == sh.causal && v.flags.window == sh.window() &&
+         v.flags.softcap == (sh.softcap > 0.f) && !v.flags.segments && !v.flags.sinks &&
+         !v.flags.bias && variant_selected(v);
+}
+
+void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
   // EJK_BENCH_TOKENS=n: B*S = n instead of the issue's 16k (shapes beyond the grid)
   const char* tokens = std::getenv("EJK_BENCH_TOKENS");
-  const int64_t B = std::max<int64_t>(1, (tokens && *tokens ? std::atoll(tokens) : 16384) / S), H = 2048 / D;
-  const size_t n = size_t(B) * S * H * D;
-  uint16_t *q = random_tensor(n, 1), *k = random_tensor(n, 2), *v = random_tensor(n, 3), *o = nullptr;
+  const int64_t S = sh.S, D = sh.D;
+  const int64_t B = std::max<int64_t>(1, (tokens && *tokens ? std::atoll(tokens) : 16384) / S);
+  const int64_t Hq = sh.hq ? sh.hq : 2048 / D, Hkv = sh.hkv ? sh.hkv : Hq;
+  const size_t nq = size_t(B) * S * Hq * D, nkv = size_t(B) * S * Hkv * D;
+  uint16_t *q = random_tensor(nq, 1), *k = random_tensor(nkv, 2), *v = random_tensor(nkv, 3), *o = nullptr;
   float* lse = nullptr;
-  CUDA_OK(cudaMalloc(&o, n * 2));
-  CUDA_OK(cudaMalloc(&lse, size_t(B) * H * S * 4));
+  CUDA_OK(cudaMalloc(&o, nq * 2));
+  CUDA_OK(cudaMalloc(&lse, size_t(B) * Hq * S * 4));
   ejk::FlashFwdParams p{};
   p.q = q, p.k = k, p.v = v, p.out = o, p.lse = lse;
-  p.batch = B, p.seqlen_q = p.seqlen_k = S, p.heads_q = p.heads_kv = H, p.head_dim = D;
-  p.q_stride_b = p.k_stride_b = p.v_stride_b = p.o_stride_b = S * H * D;
-  p.q_stride_s = p.k_stride_s = p.v_stride_s = p.o_stride_s = H * D;
+  p.batch = B, p.seqlen_q = p.seqlen_k = S, p.heads_q = Hq, p.heads_kv = Hkv, p.head_dim = D;
+  p.q_stride_b = p.o_stride_b = S * Hq * D;
+  p.k_stride_b = p.v_stride_b = S * Hkv * D;
+  p.q_stride_s = p.o_stride_s = Hq * D;
+  p.k_stride_s = p.v_stride_s = Hkv * D;
   p.q_stride_h = p.k_stride_h = p.v_stride_h = p.o_stride_h = D;
-  p.lse_stride_b = H * S, p.lse_stride_h = S;
+  p.lse_stride_b = Hq * S, p.lse_stride_h = S;
   p.scale = 1.f / std::sqrt(float(D));
-  p.mask.causal = causal;
+  p.mask.causal = sh.causal;
+  if (sh.window()) p.mask.window_left = sh.window_left, p.mask.window_right = sh.window_right;
+  p.softcap = sh.softcap;
   p.normalize_output = 1;
-  const double pairs = causal ? double(S) * (S + 1) / 2 : double(S) * S;
-  const double flops = 4.0 * B * H * pairs * D;
+  const double flops = 4.0 * B * Hq * visible_pairs(sh) * D;
   const std::vector<int64_t> budgets = l2_budgets();
   for (const Variant& var : vs) {
-    if (var.head_dim != D || var.flags.causal != causal || !variant_selected(var)) continue;
+    if (!variant_fits(var, sh)) continue;
     for (size_t i = 0; i < budgets.size(); ++i) {
-      if (i > 0 && !(var.persistent && causal)) break;  // the budget changes nothing else
+      if (i > 0 && !(var.persistent && sh.causal)) break;  // the budget changes nothing else
       p.l2_kv_bytes = budgets[i];
       const float ms = time_ms(var, p);
       std::printf("{\"kernel\": \"ejk\", \"variant\": \"%s\", \"b\": %lld, \"h\": %lld, \"s\": %lld, \"d\": %lld, \"causal\": %s, \"ms\": %.4f, \"tflops\": %.1f",
-                  var.name().c_str(), (long long)B, (long long)H, (long long)S, (long long)D,
-                  causal ? "true" : "false", ms, flops / ms / 1e9);
+                  var.name().c_str(), (long long)B, (long long)Hq, (long long)S, (long long)D,
+                  sh.causal ? "true" : "false", ms, flops / ms / 1e9);
+      if (Hkv != Hq) std::printf(", \"hkv\": %lld", (long long)Hkv);
+      if (sh.window())
+        std::printf(", \"window\": [%lld, %lld]", (long long)sh.window_left, (long long)sh.window_right);
+      if (sh.softcap > 0.f) std::printf(", \"softcap\": %g", sh.softcap);
       if (budgets.size() > 1 || budgets[0] != 0) std::printf(", \"l2_kv_bytes\": %lld", (long long)budgets[i]);
 #if defined(EJK_SM90_PROBE)
       print_probe(var, p);
@@ -307,13 +361,25 @@ bool selected(const char* var, int64_t value) {
 
 std::vector<Variant> bench_variant_list() { return bench_variants(); }
 
+// EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the issue's GQA 32:8 rows with a
+// causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison).
+bool env_flag(const char* var, bool fallback) {
+  const char* v = std::getenv(var);
+  return v == nullptr || *v == '\0' ? fallback : std::atoi(v) != 0;
+}
+
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
-  for (int64_t D : {64, 128, 256})
-    for (bool causal : {false, true})
-      for (int64_t S : {1024, 2048, 4096, 8192, 16384})
-        if (selected("EJK_BENCH_D", D) && selected("EJK_BENCH_S", S) &&
-            selected("EJK_BENCH_CAUSAL", causal))
-          bench_shape(vs, S, D, causal);
+  if (env_flag("EJK_BENCH_GRID", true))
+    for (int64_t D : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (int64_t S : {1024, 2048, 4096, 8192, 16384})
+          if (selected("EJK_BENCH_D", D) && selected("EJK_BENCH_S", S) &&
+              selected("EJK_BENCH_CAUSAL", causal))
+            bench_shape(vs, Shape{S, D, causal});
+  if (env_flag("EJK_BENCH_WINDOW", false))
+    for (int64_t S : {4096, 8192, 16384})
+      if (selected("EJK_BENCH_S", S))
+        bench_shape(vs, Shape{S, 64, true, 32, 8, 1024, 0, 30.f});
   return 0;
 }

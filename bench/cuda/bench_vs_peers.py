@@ -9,6 +9,8 @@ writes their rows to peers.jsonl, and prints one table row per shape: our best t
 its TFLOP/s, the peers' TFLOP/s and speed ratios (peer time / our time: > 1 means we are faster),
 then the same for the variant the spec's heuristic picks on sm90a (what `ejk` runs by default;
 the best may be a tuning variant no key builds: another schedule, no ping-pong).
+Rows with a window (check_flash's EJK_BENCH_WINDOW rows: GQA, causal window, softcap) are timed
+against FlexAttention instead, each of our variants on its own line.
 """
 import json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -37,6 +39,42 @@ def time_peers(s, d, causal):
     return rows
 
 
+def time_flex(r):
+    """FlexAttention on a window row's shape (peers.py's mask and score mods, compiled). Each
+    shape gets a fresh dynamo state and a static-shape compile, as in a process of its own:
+    recompiling one function for a second shape makes dynamo generalize to dynamic shapes,
+    whose kernels ran 20-30% slower here (session 8, call 2)."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    torch._dynamo.reset()
+    b, hq, hkv, s, d = r["b"], r["h"], r.get("hkv", r["h"]), r["s"], r["d"]
+    left, right = r["window"]
+    cap = r.get("softcap")
+    q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    def mask_mod(b_, h_, qi, ki):
+        ok = (ki >= qi - left) & (ki <= qi + right)
+        return ok & (ki <= qi) if r["causal"] else ok
+    bm = create_block_mask(mask_mod, None, None, s, s)
+    score_mod = (lambda x, b_, h_, qi, ki: cap * torch.tanh(x / cap)) if cap else None
+    flex = torch.compile(flex_attention, dynamic=False)
+    f = lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm, enable_gqa=hq != hkv)
+    f()
+    return peers.ms(f)
+
+
+def window_rows(rows, out):
+    print(f"{'S':>6} {'Hq:Hkv':>7} {'window':>9} {'cap':>4} | {'ours ms':>8} {'variant':<40} | {'flex ms':>8} | {'x flex':>6}")
+    flex = {}
+    for r in sorted(rows, key=lambda r: (r["s"], r["variant"])):
+        if r["s"] not in flex:
+            flex[r["s"]] = time_flex(r)
+            out.write(json.dumps({"s": r["s"], "peer": "torch_flex", "ms": flex[r["s"]]}) + "\n")
+        w = f"{r['window'][0]},{r['window'][1]}"
+        print(f"{r['s']:>6} {r['h']:>3}:{r.get('hkv', r['h']):<3} {w:>9} {r.get('softcap', 0):>4g} | {r['ms']:8.4f} "
+              f"{r['variant']:<40} | {flex[r['s']]:8.4f} | {flex[r['s']] / r['ms']:6.2f}", flush=True)
+
+
 SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../specs/flash_attention.yaml")
 
 
@@ -60,13 +98,16 @@ def default_row(ours, s, d, causal):
 
 
 def main():
-    ours = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+    ours = [r for r in rows if "window" not in r]
+    out = open(sys.argv[2], "w")
+    if len(ours) < len(rows):
+        window_rows([r for r in rows if "window" in r], out)
     best = {}
     for r in ours:
         key = (r["s"], r["d"], r["causal"])
         if key not in best or r["ms"] < best[key]["ms"]:
             best[key] = r
-    out = open(sys.argv[2], "w")
     print(f"{'D':>4} {'S':>6} {'causal':>6} | {'ours':>6} {'variant':<28} | {'fa2':>6} {'cudnn':>6} | {'x fa2':>6} {'x cudnn':>7}"
           f" | {'default':>7} {'x fa2':>6} {'x cudnn':>7}")
     for (s, d, causal), r in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
