@@ -13,7 +13,7 @@ bin=${EJK_PREBUILT:-build-cuda-check}/check_flash
 nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$OUT/smi.csv" &
 smi=$!
 # Rows: head_dim, S, causal, our variant (the heuristic's default for that row).
-rows=${EJK_SUSTAIN_ROWS:-"128,8192,0,d128.bq128.bk144.wgmma 128,16384,0,d128.bq128.bk144.wgmma 128,16384,1,d128.bq128.bk192.causal.wgmma"}
+rows=${EJK_SUSTAIN_ROWS:-"128,8192,0,d128.bq128.bk128.wgmma 128,16384,0,d128.bq128.bk128.wgmma 128,16384,1,d128.bq128.bk192.causal.wgmma"}
 export EJK_BENCH_SUSTAIN=6
 for row in $rows; do
   IFS=, read -r d s c v <<< "$row"

@@ -179,10 +179,11 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
     for (const auto& [name, value] : changes) pr[name] = value;
     return pr;
   };
-  // sm90a (measured on an H200, bench/cuda/NOTES.md v7, v12, v15 and v17): the tile follows
-  // head_dim, the mask and the sequence length (head_dim 128: 128x128 below 4k, then 128x144
+  // sm90a (measured on an H200, bench/cuda/NOTES.md v7, v12, v15, v17 and v25): the tile
+  // follows head_dim, the mask and the sequence length (head_dim 128: 128x128 at every length
   // without a causal mask; causal 128x192 from 8k).
-  CHECK(spec().choose_config("cuda", "sm90a", problem) == Config{{"block_k", 144}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", problem) == Config{{"block_k", 128}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 16384}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 2048}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 1024}, {"causal", 1}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 128);
