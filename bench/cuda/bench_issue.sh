@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA issue's benchmark in one call on the GPU machine, results under $OUT:
 #  1. the standalone check + bf16 grid (B*S = 16k, H*D = 2048, S 1k..16k, D 64/128/256,
-#     causal and not) against PyTorch SDPA FlashAttention-2 and cuDNN (build_and_check.sh);
+#     causal and not) against PyTorch SDPA FlashAttention-2 and cuDNN, and the GQA 32:8,
+#     window 1024 (causal), softcap 30 rows against FlexAttention, all timed the same way
+#     (do_bench protocol, CUDA events; build_and_check.sh with EJK_BENCH_WINDOW=1);
 #  2. JAX's cuDNN attention on the D=128 shapes;
-#  3. GQA 32:8, window 1024 (causal), softcap 30 through the project's own `ejk` CLI (host
-#     timer around a synchronized launch, median) against FlexAttention.
+#  3. the window rows again through the project's own `ejk` CLI (the product path: host timer
+#     around a synchronized launch, median), beside peers.py's FlexAttention.
 # Plot afterwards on any machine: python3 bench/cuda/plot.py $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +14,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 # check first: build_and_check.sh stops before timing anything if the check fails
 bash bench/cuda/build_and_check.sh check 2>&1 | tail -8 || exit 1
-bash bench/cuda/build_and_check.sh bench 2>&1 | tail -36
+EJK_BENCH_WINDOW=1 bash bench/cuda/build_and_check.sh bench 2>&1 | tail -42
 echo "== JAX cuDNN (D=128)"
 for s in 4096 16384; do
   for c in "" "--causal"; do

@@ -191,6 +191,9 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 192);
+  // head_dim 64 with per-score extras (window + softcap): 128x128, not the three-consumer tile
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"extras", 2}})) ==
+        Config{{"block_k", 128}, {"block_q", 128}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}})) == Config{{"block_k", 80}, {"block_q", 128}});
   // per-score extras (window, segments, softcap, bias) keep the narrower tiles
   CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
