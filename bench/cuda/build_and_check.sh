@@ -46,21 +46,20 @@ if [[ $what == check || $what == all ]]; then
   grep -v '^PASS' "$out/check_l2_groups.txt" || true
   [[ $ok == 1 ]] || { echo "CHECK FAILED: not timing anything"; exit 1; }
   # memcheck on wgmma variants of both schedules (index 12 on in check_variants: 12-14 one block
-  # per item, head_dim 128 / 64; 22-23 persistent head_dim 128 causal and 256 with every flag;
-  # the mma.sync family was checked in runs 1-9 and is unchanged), racecheck on a per-item
-  # head_dim 256 causal (15), a persistent one-consumer (16) and a persistent causal ping-pong
-  # kernel (22, the causal snake order), persistent grids of 5
+  # per item, head_dim 128 / 64 with Q in registers; 22-23 persistent head_dim 128 causal and
+  # 256 with every flag; the mma.sync family was checked in runs 1-9 and is unchanged),
+  # racecheck on a per-item head_dim 256 causal (15), a persistent one-consumer (16) and a
+  # persistent causal ping-pong kernel (22, the causal snake order), persistent grids of 5.
+  # Summaries also go to sanitizers.txt (callers tail this script's output).
   for v in "3 12" "2 22"; do
     EJK_PERSISTENT_GRID=5 timeout 150 compute-sanitizer --tool memcheck --print-limit 5 $bin check 8 $v | tail -2 || echo "compute-sanitizer: failed or unavailable"
-  done
+  done | tee "$out/sanitizers.txt"
   for v in "2 15" "1 22"; do
     EJK_PERSISTENT_GRID=5 timeout 150 compute-sanitizer --tool racecheck --print-limit 5 $bin check 9 $v | tail -2 || echo "compute-sanitizer: failed or unavailable"
-  done
-fi
-# The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel.
-"$bindir"/runtime_smoke run | tee "$out/runtime_smoke.txt"
-# ... and past the 65535 of gridDim.y / z (70000 sequences, 70000 heads; ~1 min of host time)
-if [[ $what == check || $what == all ]]; then
+  done | tee -a "$out/sanitizers.txt"
+  # The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel,
+  # and past the 65535 of gridDim.y / z (70000 sequences, 70000 heads; ~1 min of host time).
+  "$bindir"/runtime_smoke run | tee "$out/runtime_smoke.txt"
   "$bindir"/runtime_smoke run-large | tee -a "$out/runtime_smoke.txt"
 fi
 if [[ $what == bench || $what == all ]]; then
