@@ -10,10 +10,12 @@
 // fragments and the mask / online softmax code of flash_fwd_tile.cuh is shared unchanged. In a
 // consumer, P(t-1) V(t-1) runs on the tensor cores behind S(t) while the softmax of S(t) runs;
 // with two or three consumers they issue their GEMMs in turns (ping-pong, or a ring of three;
-// named barriers), so one's softmax overlaps the others' GEMMs. Persistent blocks
-// (flash_fwd_traits.cuh) loop over work items; the Q tile has its own empty barrier so the
-// next item's Q streams in while the consumers finish the last one. O leaves through shared
-// memory and TMA stores that the consumers do not wait for. Semantics: mask.h, as everywhere.
+// named barriers), so one's softmax overlaps the others' GEMMs. Where its fragments fit, Q is
+// loaded into registers once per item and S = Q K^T reads only K from shared memory
+// (q_in_registers). Persistent blocks (flash_fwd_traits.cuh) loop over work items; the Q tile
+// has its own empty barrier so the next item's Q streams in while the consumers finish the
+// last one (at once, with Q in registers). O leaves through shared memory and TMA stores that
+// the consumers do not wait for. Semantics: mask.h, as everywhere.
 #pragma once
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm90_probe.cuh"

@@ -56,7 +56,8 @@ struct FlashFwdSm80Geometry {
 // sm_90a family (wgmma, warp-specialized): one producer warpgroup, of which one thread issues
 // TMA copies (cp.async.bulk.tensor) of Q and of K/V tiles into a 2-4 stage ring, completion on
 // mbarriers, and block_q / 64 (1-3) consumer warpgroups, each owning 64 query rows: S = Q K^T
-// with both operands in shared memory, O += P V with P from registers. Tiles are stored
+// with K from shared memory and Q from shared memory or registers (q_in_registers), O += P V
+// with P from registers. Tiles are stored
 // 128-byte swizzled (no padding): [head_dim / 64 column blocks][rows][64 elements], which is
 // what one TMA box of {64 elements, rows} with SWIZZLE_128B writes. The mbarriers sit after the
 // V ring.
