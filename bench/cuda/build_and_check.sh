@@ -9,27 +9,18 @@ set -euo pipefail
 what=${1:-all}
 out=${OUT:-out}
 mkdir -p "$out" build-cuda-check
-arch=${EJK_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
-flags=(-std=c++20 -O3 -I kernels -I bench/cuda $arch -Xptxas -v)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 nvcc --version | tail -1
 bindir=build-cuda-check
 if [[ -n ${EJK_PREBUILT:-} ]]; then
   bindir=$EJK_PREBUILT
-  cp "$bindir"/resources.txt "$out/" 2>/dev/null || true
 else
   t0=$(date +%s)
-  nvcc "${flags[@]}" -c bench/cuda/check_flash.cu -o build-cuda-check/check.o 2> "$out/ptxas_check.log" &
-  nvcc "${flags[@]}" -c bench/cuda/bench_flash.cu -o build-cuda-check/bench.o 2> "$out/ptxas_bench.log" &
-  wait %1 && wait %2 || { cat "$out"/ptxas_*.log | grep -v ptxas | head -40; exit 1; }
-  nvcc $arch build-cuda-check/check.o build-cuda-check/bench.o -o build-cuda-check/check_flash
+  bash bench/cuda/build_prebuilt.sh "$bindir"
   echo "build: $(( $(date +%s) - t0 )) s"
-  # registers / spills per kernel, one line each
-  python3 bench/cuda/ptxas_summary.py "$out"/ptxas_check.log "$out"/ptxas_bench.log | tee "$out/resources.txt"
-  # The runtime's own path: template -> NVRTC (dlopen) -> cuModuleLoadData -> cuLaunchKernel.
-  g++ -std=c++20 -O2 -I kernels -I core/include -I runtime/src -I bench/cuda \
-    bench/cuda/runtime_smoke.cpp runtime/src/cuda/*.cpp -ldl -o build-cuda-check/runtime_smoke
 fi
+cp "$bindir"/resources.txt "$out/" 2>/dev/null || true
+cat "$out/resources.txt" 2>/dev/null || true  # registers / spills per kernel, one line each
 bin=$bindir/check_flash
 if [[ $what == check || $what == all ]]; then
   # A failed (or hung) check stops the script: never time a kernel that failed its check.
