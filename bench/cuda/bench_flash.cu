@@ -101,10 +101,13 @@ uint16_t* random_tensor(size_t n, uint32_t seed) {
 // alone, the median. EJK_BENCH_FLUSH=0: back-to-back launches with no clearing (the protocol of
 // runs before 2026-11-22's session 4; the clearing also lets the clock recover between launches,
 // see NOTES.md v14).
-bool flush_l2() {
-  const char* e = std::getenv("EJK_BENCH_FLUSH");
-  return e == nullptr || *e == '\0' || std::atoi(e) != 0;
+// A 0/1 environment switch; unset or empty: fallback.
+bool env_flag(const char* var, bool fallback) {
+  const char* v = std::getenv(var);
+  return v == nullptr || *v == '\0' ? fallback : std::atoi(v) != 0;
 }
+
+bool flush_l2() { return env_flag("EJK_BENCH_FLUSH", true); }
 
 float median_ms(const Variant& v, const ejk::FlashFwdParams& p) {
   static void* scratch = nullptr;  // do_bench's cache-clearing buffer: 256 MB
@@ -363,11 +366,6 @@ std::vector<Variant> bench_variant_list() { return bench_variants(); }
 
 // EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the issue's GQA 32:8 rows with a
 // causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison).
-bool env_flag(const char* var, bool fallback) {
-  const char* v = std::getenv(var);
-  return v == nullptr || *v == '\0' ? fallback : std::atoi(v) != 0;
-}
-
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
   if (env_flag("EJK_BENCH_GRID", true))

@@ -40,25 +40,11 @@ def time_peers(s, d, causal):
 
 
 def time_flex(r):
-    """FlexAttention on a window row's shape (peers.py's mask and score mods, compiled). Each
-    shape gets a fresh dynamo state and a static-shape compile, as in a process of its own:
-    recompiling one function for a second shape makes dynamo generalize to dynamic shapes,
-    whose kernels ran 20-30% slower here (session 8, call 2)."""
-    import torch._dynamo
-    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
-    torch._dynamo.reset()
+    """FlexAttention (peers.flex_fn) on a window row's shape."""
     b, hq, hkv, s, d = r["b"], r["h"], r.get("hkv", r["h"]), r["s"], r["d"]
-    left, right = r["window"]
-    cap = r.get("softcap")
     q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    def mask_mod(b_, h_, qi, ki):
-        ok = (ki >= qi - left) & (ki <= qi + right)
-        return ok & (ki <= qi) if r["causal"] else ok
-    bm = create_block_mask(mask_mod, None, None, s, s)
-    score_mod = (lambda x, b_, h_, qi, ki: cap * torch.tanh(x / cap)) if cap else None
-    flex = torch.compile(flex_attention, dynamic=False)
-    f = lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm, enable_gqa=hq != hkv)
+    f = peers.flex_fn(q, k, v, r["causal"], tuple(r["window"]), r.get("softcap"))
     f()
     return peers.ms(f)
 
