@@ -184,34 +184,35 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK_FALSE(a.tma);
   // sm90a, head_dim a multiple of 64: the wgmma family, a producer warpgroup + one consumer
   // warpgroup per 64 rows; swizzled unpadded tiles (Q, an O tile and 4 stages of K and V
-  // here) + alignment + 144 B of mbarriers. head_dim 128 with room for the O tile: persistent,
-  // one block per SM while there are more work items (8 q blocks x 8 heads x 3 sequences).
+  // here) + alignment + 176 B of mbarriers and the producer's item record. head_dim 128 with
+  // room for the O tile: persistent, one block per SM while there are more work items (8 q
+  // blocks x 8 heads x 3 sequences).
   const cuda::LaunchShape b = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms);
   CHECK(b.block == 384);
-  CHECK(b.smem_bytes == 1024 + 2 * (2 * 128 + 8 * 64) * 128 + 144);
+  CHECK(b.smem_bytes == 1024 + 2 * (2 * 128 + 8 * 64) * 128 + 176);
   CHECK(b.tma);
   CHECK(b.grid[0] == 132);
   CHECK(b.grid[1] == 1);
   CHECK(b.grid[2] == 1);
   // 128 x 192 (2 stages, no room for an O tile): one block per work item, a 1-D grid.
   const cuda::LaunchShape w = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 192, p, sms);
-  CHECK(w.smem_bytes == 1024 + 2 * (128 + 4 * 192) * 128 + 144);
+  CHECK(w.smem_bytes == 1024 + 2 * (128 + 4 * 192) * 128 + 176);
   CHECK(w.grid[0] == 192);
   CHECK(w.grid[1] == 1);
   // The boundary of the rule: 128 x 160 keeps its O tile beside two stages (persistent),
   // 128 x 176 has no room for it (one block per item, two stages).
   const cuda::LaunchShape b160 = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 160, p, sms);
-  CHECK(b160.smem_bytes == 1024 + 2 * (2 * 128 + 4 * 160) * 128 + 144);
+  CHECK(b160.smem_bytes == 1024 + 2 * (2 * 128 + 4 * 160) * 128 + 176);
   CHECK(b160.grid[0] == 132);
   const cuda::LaunchShape b176 = cuda::flash_fwd_launch_shape("sm90a", 128, 128, 176, p, sms);
-  CHECK(b176.smem_bytes == 1024 + 2 * (128 + 4 * 176) * 128 + 144);
+  CHECK(b176.smem_bytes == 1024 + 2 * (128 + 4 * 176) * 128 + 176);
   CHECK(b176.grid[0] == 192);
   // head_dim 64 with a block that fills more than half an SM's shared memory (block_q 192,
   // 4 stages of 128 keys, and the O tile): persistent, one block per SM while there are more
   // work items (6 * 8 * 3 = 144) than SMs.
   const cuda::LaunchShape e = cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms);
   CHECK(e.block == 512);
-  CHECK(e.smem_bytes == 1024 + 2 * (2 * 192 + 8 * 128) * 64 + 144);
+  CHECK(e.smem_bytes == 1024 + 2 * (2 * 192 + 8 * 128) * 64 + 176);
   CHECK(e.grid[0] == 132);
   CHECK(e.grid[1] == 1);
   CHECK(e.grid[2] == 1);
@@ -222,7 +223,7 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(d.grid[2] == 1);
   // head_dim 256 (2 stages): one block per work item too.
   const cuda::LaunchShape c = cuda::flash_fwd_launch_shape("sm90a", 256, 128, 64, p, sms);
-  CHECK(c.smem_bytes == 1024 + 2 * (128 + 4 * 64) * 256 + 144);
+  CHECK(c.smem_bytes == 1024 + 2 * (128 + 4 * 64) * 256 + 176);
   CHECK(c.grid[0] == 192);
   CHECK(c.grid[1] == 1);
   CHECK(c.grid[2] == 1);

@@ -14,7 +14,8 @@
 // loaded into registers once per item and S = Q K^T reads only K from shared memory
 // (q_in_registers). Persistent blocks (flash_fwd_traits.cuh) loop over work items; the Q tile
 // has its own empty barrier so the next item's Q streams in while the consumers finish the
-// last one (at once, with Q in registers). O leaves through shared memory and TMA stores that
+// last one (at once, with Q in registers), and (kItemRecord) the producer hands the consumers
+// each item's decoded coordinates through shared memory ahead of its Q. O leaves through shared memory and TMA stores that
 // the consumers do not wait for. Semantics: mask.h, as everywhere.
 #pragma once
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
@@ -63,6 +64,13 @@ struct FlashFwdSm90Config {
   // Persistent causal blocks take items in L2-sized head groups, heaviest first, in a snake
   // order (sm90_causal_order, sm90_item).
   static constexpr bool kSnake = kPersistent && F.causal && !F.window;
+  // Persistent blocks of one or two consumer warpgroups take each item from the producer's
+  // record (Sm90ItemRecord) instead of decoding it themselves (the decode was ~6% of the
+  // consumer warps' samples at head_dim 64 causal 1k): head_dim 128 x 128 +0.7..+2.7% from 1k
+  // to 8k, +1.3% at head_dim 64 causal 1k (NOTES.md v27). Not with three consumers (192 x 128:
+  // -0.5..-1.7% in two calls) nor one block per item (one item, decoded while its first Q is
+  // in flight either way).
+  static constexpr bool kItemRecord = kPersistent && kConsumers <= 2;
   // Register split of the 64K-register file at one block per SM (384 threads start at 168,
   // 512 at 128): the producer is one issuing thread and needs few, the consumers hold S, P and
   // O (head_dim 256: O alone is 128). 128 * 24 + 256 * 240 and 128 * 24 + 384 * 160 fit in 65536.
@@ -230,12 +238,30 @@ template <class C> struct Sm90Smem {
   __device__ __forceinline__ u32 v_empty(int st) const {
     return bars + 8 * (2 + 3 * C::kStages + st);
   }
+  // The current item's record (Sm90ItemRecord) and its full barrier: the producer writes it
+  // once the consumers have released the last item's Q tile (q_empty, which they do for an
+  // item without a Q load too) and then arrives on record_full (ordering the write before the
+  // consumers' reads), ahead of the item's Q: the consumers set up while Q is in flight.
+  __device__ __forceinline__ u32 record_full() const { return bars + 8 * (2 + 4 * C::kStages); }
+  __device__ __forceinline__ u32 record() const { return record_full() + 16; }
 };
 
-// Producer: one thread issues every copy. Per item with visible keys: Q once the consumers have
-// released the previous Q, then K(t) and V(t) into ring slot (running tile count) % kStages as
-// soon as the consumers have released that slot's previous tile. Each box is 64 columns of
-// the tile's rows; a tile is kColBlocks boxes, counted on the slot's full barrier.
+__device__ __forceinline__ void st_shared_record(u32 addr, const Sm90ItemRecord& r) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+               ::"r"(addr), "r"(r.z), "r"(r.h), "r"(r.hk), "r"(r.q0) : "memory");
+}
+__device__ __forceinline__ Sm90ItemRecord ld_shared_record(u32 addr) {
+  Sm90ItemRecord r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.z), "=r"(r.h), "=r"(r.hk), "=r"(r.q0) : "r"(addr) : "memory");
+  return r;
+}
+
+// Producer: one thread issues every copy. Per item (and once more at the end of the block's
+// work): once the consumers have released the previous item's Q, the item's record; then, for
+// an item with visible keys, its Q, and K(t) and V(t) into ring slot (running tile count) %
+// kStages as soon as the consumers have released that slot's previous tile. Each box is 64
+// columns of the tile's rows; a tile is kColBlocks boxes, counted on the slot's full barrier.
 template <class C>
 __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const FlashFwdTensorMaps& maps,
                                              const Sm90Smem<C>& sm) {
@@ -246,15 +272,25 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
   tma_prefetch_map(&maps.v);
   const i64 total = sm90_total_items<C>(p);
   u32 kv = 0;       // K/V tiles issued so far: ring slot kv % kStages, its use kv / kStages
-  u32 q_loads = 0;  // Q tiles issued so far
+  u32 records = 0;  // Q phases so far: records (kItemRecord) or Q loads (each released on q_empty)
   for (int n = 0;; ++n) {
     const i64 item = sm90_item<C>(total, n);
     if (item < 0) break;
     Sm90Block blk;
-    if (!sm90_block<C>(p, item, blk) || blk.tiles() == 0) continue;  // no consumer waits
+    if (!sm90_block<C>(p, item, blk)) continue;  // nobody's item
+    if constexpr (C::kItemRecord) {
+      if (records > 0) mbar_wait(sm.q_empty(), (records - 1) & 1);
+      ++records;
+      // Built from blk (not kept beside it: the producer runs on 24 registers).
+      st_shared_record(sm.record(), Sm90ItemRecord{u32(blk.seq.index), blk.h, blk.hk, blk.q0});
+      mbar_arrive(sm.record_full());
+    }
+    if (blk.tiles() == 0) continue;  // without records: no consumer waits for anything
+    if constexpr (!C::kItemRecord) {
+      if (records > 0) mbar_wait(sm.q_empty(), (records - 1) & 1);
+      ++records;
+    }
     const int b = int(blk.seq.b), h = int(blk.h), hk = int(blk.hk);
-    if (q_loads > 0) mbar_wait(sm.q_empty(), (q_loads - 1) & 1);
-    ++q_loads;
     mbar_arrive_expect_tx(sm.q_full(), C::kQBytes);
     const int q_row = int(blk.seq.q_begin + blk.q0);
 #pragma unroll
@@ -279,6 +315,27 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
                     hk, b);
     }
   }
+  if constexpr (C::kItemRecord) {
+    if (records > 0) mbar_wait(sm.q_empty(), (records - 1) & 1);
+    st_shared_record(sm.record(), Sm90ItemRecord{kSm90EndOfWork, 0, 0, 0});
+    mbar_arrive(sm.record_full());
+  }
+}
+
+// The current item's record, once the producer has announced it (phase parity `parity`). Lane 0
+// of each warp reads it and hands it round: the thread that later releases the record
+// (sm90_release on q_empty) is then the one that read it, so the read is ordered before the
+// producer's next write by that release alone.
+template <class C>
+__device__ __forceinline__ Sm90ItemRecord sm90_read_record(const Sm90Smem<C>& sm, u32 parity) {
+  mbar_wait(sm.record_full(), parity);
+  Sm90ItemRecord r{};
+  if ((threadIdx.x & 31) == 0) r = ld_shared_record(sm.record());
+  r.z = __shfl_sync(0xffffffffu, r.z, 0);
+  r.h = __shfl_sync(0xffffffffu, r.h, 0);
+  r.hk = __shfl_sync(0xffffffffu, r.hk, 0);
+  r.q0 = __shfl_sync(0xffffffffu, r.q0, 0);
+  return r;
 }
 
 // One arrival per consumer warp (the empty barriers count warps) once its wgmmas are done.
@@ -366,6 +423,7 @@ __device__ __forceinline__ void sm90_store_o_direct(const float (&o)[1][C::kDTil
 struct Sm90Cursor {
   u32 kv = 0;       // K/V tiles consumed so far
   u32 q_loads = 0;  // Q tiles consumed so far
+  u32 records = 0;  // item records read so far
 };
 
 // One work item of consumer warpgroup cwg: rows 64 cwg .. 64 cwg + 63 of its q block.
@@ -420,7 +478,9 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   auto slot = [&](int t) { return int((cur.kv + t) % C::kStages); };
   auto phase = [&](int t) { return ((cur.kv + t) / C::kStages) & 1; };
 
-  if (tiles > 0) {
+  if (tiles == 0) {
+    if (C::kItemRecord) sm90_release(sm.q_empty(), lane);  // lane 0 read the record
+  } else {
     mbar_wait(sm.q_full(), cur.q_loads & 1);
     if constexpr (C::kQInRegs) {
       // Q lives in registers from here: the tile goes back to the producer (the next item's
@@ -513,13 +573,23 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p,
   // The last warpgroup opens the first turn for warpgroup 0; warpgroup 0 takes the last
   // warpgroup's last hand-over at the end, so every arrival meets a sync.
   if (C::kPingPong && cwg == C::kConsumers - 1) named_bar_arrive(1, 256);
-  const i64 total = sm90_total_items<C>(p);
   Sm90Cursor cur;
-  for (int n = 0;; ++n) {
-    const i64 item = sm90_item<C>(total, n);
-    if (item < 0) break;
-    Sm90Block blk;
-    if (sm90_block<C>(p, item, blk)) sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
+  if constexpr (C::kItemRecord) {
+    for (;; ++cur.records) {
+      const Sm90ItemRecord rec = sm90_read_record<C>(sm, cur.records & 1);
+      if (rec.z == kSm90EndOfWork) break;
+      Sm90Block blk;
+      sm90_block_from<C>(p, rec, blk);  // true: the producer passes only items of a sequence
+      sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
+    }
+  } else {
+    const i64 total = sm90_total_items<C>(p);
+    for (int n = 0;; ++n) {
+      const i64 item = sm90_item<C>(total, n);
+      if (item < 0) break;
+      Sm90Block blk;
+      if (sm90_block<C>(p, item, blk)) sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
+    }
   }
   if (C::kPingPong && cwg == 0) named_bar_sync(1, 256);
   // Shared memory must outlive the O stores' reads of it; their global writes complete on
@@ -549,6 +619,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p,
     // consumer warp.
     mbar_init(sm.q_full(), 1);
     mbar_init(sm.q_empty(), 4 * C::kConsumers);
+    mbar_init(sm.record_full(), 1);
     for (int st = 0; st < C::kStages; ++st) {
       mbar_init(sm.k_full(st), 1);
       mbar_init(sm.v_full(st), 1);

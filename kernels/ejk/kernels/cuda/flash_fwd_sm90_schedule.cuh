@@ -9,7 +9,7 @@ namespace ejk::cuda {
 // One work item's problem: its sequence, head, q rows and key tiles.
 struct Sm90Block {
   SeqSpan seq;
-  i64 h, hk, q0;
+  u32 h, hk, q0;  // as in its Sm90ItemRecord
   int valid_q;
   MaskSpec mask;
   KeyRange keys;
@@ -67,12 +67,37 @@ __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
   return item < total ? item : -1;
 }
 
-// Work item -> the block's problem; false when its q block lies past its sequence (varlen) or
-// the item pads a group of the causal order. Items are (q block, q head, sequence) with q
-// blocks fastest and the last q block first (heaviest under a causal mask); the causal order
-// goes group by group, q blocks slowest.
+// What the producer hands the consumers for one work item (Sm90Smem::record, written before
+// the item's Q phase completes): the sequence, the heads and the first query row, so that the
+// consumers skip the decode below (three 32-bit divisions and the causal order's arithmetic
+// per item: ~6% of the consumer warps' samples at head_dim 64 causal 1k, bench/cuda/NOTES.md
+// v27). z == kSm90EndOfWork: the block has no more items.
+struct Sm90ItemRecord {
+  u32 z, h, hk, q0;
+};
+inline constexpr u32 kSm90EndOfWork = 0xffffffffu;
+
+// The rest of a work item's problem from its record; false when its q block lies past its
+// sequence (varlen).
 template <class C>
-__device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm90Block& blk) {
+__device__ __forceinline__ bool sm90_block_from(const FlashFwdParams& p, const Sm90ItemRecord& r,
+                                                Sm90Block& blk) {
+  blk.seq = sequence_span(p, r.z);
+  blk.h = r.h;
+  blk.hk = r.hk;
+  blk.q0 = r.q0;
+  if (blk.q0 >= blk.seq.len_q) return false;
+  blk.valid_q = int(min_of<i64>(C::kBlockQ, blk.seq.len_q - blk.q0));
+  blk.mask = variant_mask<C>(p);
+  blk.keys = key_range<C>(blk.mask, blk.q0, blk.seq.len_k);
+  return true;
+}
+
+// Work item -> its record; false when the item pads a group of the causal order. Items are
+// (q block, q head, sequence) with q blocks fastest and the last q block first (heaviest
+// under a causal mask); the causal order goes group by group, q blocks slowest.
+template <class C>
+__device__ __forceinline__ bool sm90_decode(const FlashFwdParams& p, i64 item, Sm90ItemRecord& r) {
   // 32-bit: item counts are far below 2^32, and 64-bit divisions are long code.
   u32 qb, hz, q_blocks;
   if constexpr (C::kSnake) {
@@ -90,15 +115,19 @@ __device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm
     qb = u32(item) - hz * q_blocks;
   }
   const u32 heads_q = u32(p.heads_q), b = hz / heads_q;
-  blk.q0 = i64(q_blocks - 1 - qb) * C::kBlockQ;
-  blk.h = hz - b * heads_q;
-  blk.seq = sequence_span(p, b);
-  if (blk.q0 >= blk.seq.len_q) return false;
-  blk.hk = u32(blk.h) / (heads_q / u32(p.heads_kv));
-  blk.valid_q = int(min_of<i64>(C::kBlockQ, blk.seq.len_q - blk.q0));
-  blk.mask = variant_mask<C>(p);
-  blk.keys = key_range<C>(blk.mask, blk.q0, blk.seq.len_k);
+  r.z = b;
+  r.h = hz - b * heads_q;
+  r.hk = r.h / (heads_q / u32(p.heads_kv));
+  r.q0 = (q_blocks - 1 - qb) * u32(C::kBlockQ);
   return true;
+}
+
+// Work item -> the block's problem; false when the item pads the causal order or its q block
+// lies past its sequence.
+template <class C>
+__device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm90Block& blk) {
+  Sm90ItemRecord r;
+  return sm90_decode<C>(p, item, r) && sm90_block_from<C>(p, r, blk);
 }
 
 // Items the blocks loop over: the causal order counts its padding.
