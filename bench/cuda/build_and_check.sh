@@ -36,11 +36,12 @@ if [[ $what == check || $what == all ]]; then
   EJK_PERSISTENT_GRID=3 EJK_CHECK_L2_KV_HEADS=1 timeout 120 $bin check $RANDOM 12 12 > "$out/check_l2_groups.txt" || ok=0
   grep -v '^PASS' "$out/check_l2_groups.txt" || true
   [[ $ok == 1 ]] || { echo "CHECK FAILED: not timing anything"; exit 1; }
-  # memcheck on wgmma variants of both schedules (index 12 on in check_variants: 12-14 one block
-  # per item, head_dim 128 / 64 with Q in registers; 22-23 persistent head_dim 128 causal and
-  # 256 with every flag; the mma.sync family was checked in runs 1-9 and is unchanged),
-  # racecheck on a per-item head_dim 256 causal (15), a persistent one-consumer (16) and a
-  # persistent causal ping-pong kernel (22, the causal snake order), persistent grids of 5.
+  # memcheck on wgmma variants of both schedules (index 12 on in check_variants, Q in registers:
+  # 12-13 head_dim 128 persistent, taking item records; 14 head_dim 64 one block per item;
+  # 22-23 forced persistent head_dim 128 causal and 256 with every flag; the mma.sync family was
+  # checked in runs 1-9 and is unchanged), racecheck on a per-item head_dim 256 causal (15), a
+  # persistent one-consumer (16) and a persistent causal ping-pong kernel (22, the causal snake
+  # order; 16 and 22 take item records), persistent grids of 5.
   # Summaries also go to sanitizers.txt (callers tail this script's output).
   for v in "3 12" "2 22"; do
     EJK_PERSISTENT_GRID=5 timeout 150 compute-sanitizer --tool memcheck --print-limit 5 $bin check 8 $v | tail -2 || echo "compute-sanitizer: failed or unavailable"
