@@ -67,9 +67,9 @@ __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
   return item < total ? item : -1;
 }
 
-// What the producer hands the consumers for one work item (Sm90Smem::record, written before
-// the item's Q phase completes): the sequence, the heads and the first query row, so that the
-// consumers skip the decode below (three 32-bit divisions and the causal order's arithmetic
+// What the producer hands the consumers for one work item (Sm90Smem::record, announced on
+// record_full ahead of the item's Q; persistent blocks of one or two consumers, kItemRecord):
+// the sequence, the heads and the first query row, so that the consumers skip the decode below (three 32-bit divisions and the causal order's arithmetic
 // per item: ~6% of the consumer warps' samples at head_dim 64 causal 1k, bench/cuda/NOTES.md
 // v27). z == kSm90EndOfWork: the block has no more items.
 struct Sm90ItemRecord {
