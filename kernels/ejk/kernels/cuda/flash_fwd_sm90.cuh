@@ -278,18 +278,16 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
     if (item < 0) break;
     Sm90Block blk;
     if (!sm90_block<C>(p, item, blk)) continue;  // nobody's item
+    // Without records, an item with no visible keys takes no Q phase: no consumer waits.
+    if (!C::kItemRecord && blk.tiles() == 0) continue;
+    if (records > 0) mbar_wait(sm.q_empty(), (records - 1) & 1);
+    ++records;
     if constexpr (C::kItemRecord) {
-      if (records > 0) mbar_wait(sm.q_empty(), (records - 1) & 1);
-      ++records;
       // Built from blk (not kept beside it: the producer runs on 24 registers).
       st_shared_record(sm.record(), Sm90ItemRecord{u32(blk.seq.index), blk.h, blk.hk, blk.q0});
       mbar_arrive(sm.record_full());
     }
-    if (blk.tiles() == 0) continue;  // without records: no consumer waits for anything
-    if constexpr (!C::kItemRecord) {
-      if (records > 0) mbar_wait(sm.q_empty(), (records - 1) & 1);
-      ++records;
-    }
+    if (blk.tiles() == 0) continue;
     const int b = int(blk.seq.b), h = int(blk.h), hk = int(blk.hk);
     mbar_arrive_expect_tx(sm.q_full(), C::kQBytes);
     const int q_row = int(blk.seq.q_begin + blk.q0);

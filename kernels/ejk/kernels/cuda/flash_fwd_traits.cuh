@@ -80,11 +80,11 @@ struct FlashFwdSm90Geometry {
   static constexpr i64 kMaxStages = 4;
   static constexpr i64 kElemBytes = 2;
   static constexpr i64 kAlignSlack = 1024;  // dynamic smem is aligned up to a swizzle atom
-  // Q full/empty + full/empty x K/V per stage, then the producer's record of the block's
+  // Q full/empty + full/empty x K/V per stage; after them the producer's record of the block's
   // current work item (flash_fwd_sm90.cuh, Sm90ItemRecord): its full barrier, 8 bytes of
   // padding and 16 bytes of record.
+  static constexpr i64 kBarrierBytes = 8 * (2 + 4 * kMaxStages);
   static constexpr i64 kItemRecordBytes = 32;
-  static constexpr i64 kBarrierBytes = 8 * (2 + 4 * kMaxStages) + kItemRecordBytes;
   static constexpr i64 kTmaBoxCols = 64;  // one 128-byte swizzle row of 16-bit elements
 
   constexpr i64 consumer_warpgroups() const { return block_q / 64; }
@@ -97,7 +97,8 @@ struct FlashFwdSm90Geometry {
   // elsewhere O goes through the Q tile (one block per item: Q is never reloaded) or, persistent
   // without room, straight from registers to global memory.
   constexpr i64 ring_smem_bytes_for(i64 stages) const {
-    return kAlignSlack + q_tile_bytes() + stages * 2 * kv_tile_bytes() + kBarrierBytes;
+    return kAlignSlack + q_tile_bytes() + stages * 2 * kv_tile_bytes() + kBarrierBytes +
+           kItemRecordBytes;
   }
   constexpr bool o_tile_fits() const {
     return ring_smem_bytes_for(2) + q_tile_bytes() <= kMaxSmemSm90;
