@@ -29,18 +29,7 @@ for pass in 1 2 3; do
     EJK_BENCH_S=$S timeout 100 $N bench >> $O/new_$pass.jsonl
   done
 done 2>&1 | tail -3
-python3 - $O <<'PY' | tee $O/ab.txt
-import json, sys, glob, statistics, collections
-t = collections.defaultdict(list)
-for f in glob.glob(sys.argv[1] + "/*_[123].jsonl"):
-    build = f.split("/")[-1].split("_")[0]
-    for l in open(f):
-        r = json.loads(l); t[(r["d"], r["causal"], r["s"], r["variant"], build)].append(r["tflops"])
-keys = sorted({k[:4] for k in t})
-for k in keys:
-    o, n = t.get(k + ("old",), []), t.get(k + ("new",), [])
-    if o and n:
-        mo, mn = statistics.median(o), statistics.median(n)
-        print(f"{k[0]:4d} {str(k[1]):5s} {k[2]:6d} {k[3]:48s} old {mo:6.1f} new {mn:6.1f} x{mn/mo:.3f}  (old {min(o):.0f}-{max(o):.0f}, new {min(n):.0f}-{max(n):.0f})")
-PY
+# per-variant medians of the three passes, new / old (this inline code's output format
+# differed; the numbers are the same: bench/cuda/compare_runs.py reproduces call 5's ab.txt)
+python3 bench/cuda/compare_runs.py old=$(ls $O/old_*.jsonl | paste -sd,) new=$(ls $O/new_*.jsonl | paste -sd,) | tee $O/ab.txt
 cd $OUT && tar czf c4_raw.tgz c4/*.jsonl c4/racecheck_*.txt && rm c4/*.jsonl

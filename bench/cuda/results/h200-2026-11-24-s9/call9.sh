@@ -10,12 +10,6 @@ for pass in 1 2 3 4 5; do
     EJK_BENCH_S=$S timeout 60 $B bench >> $O/p$pass.jsonl
   done
 done
-python3 - $O <<'PY' | tee $O/ab.txt
-import json, sys, glob, statistics, collections
-t = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1] + "/p*.jsonl")):
-    for l in open(f):
-        r = json.loads(l); t[(r["causal"], r["s"], r["variant"])].append(r["tflops"])
-for k in sorted(t):
-    x = t[k]; print(f"{str(k[0]):5s} {k[1]:5d} {k[2]:42s} median {statistics.median(x):6.1f}  ({min(x):.0f}-{max(x):.0f}, n={len(x)})")
-PY
+# medians of the five passes (the inline code this call ran printed the same numbers in
+# another layout)
+python3 bench/cuda/compare_runs.py v31=$(ls $O/p*.jsonl | paste -sd,) | tee $O/ab.txt
