@@ -160,7 +160,8 @@ float median_ms(const Variant& v, const ejk::FlashFwdParams& p) {
 
 // EJK_BENCH_L2=a,b,...: time each variant with FlashFwdParams::l2_kv_bytes = a, b, ... in turn
 // (the persistent causal order's head-group budget; 0 = the kernel's default), for A/B runs of
-// the order inside one binary. EJK_BENCH_VARIANTS=s1,s2: only variants whose name contains one.
+// the order inside one binary. EJK_BENCH_VARIANTS=s1,s2: only variants whose name contains one
+// (s1$: whose name ends with s1).
 std::vector<int64_t> l2_budgets() {
   std::vector<int64_t> out;
   const char* e = std::getenv("EJK_BENCH_L2");
@@ -216,7 +217,13 @@ bool variant_selected(const Variant& v) {
   const std::string name = v.name(), list = e;
   for (size_t a = 0; a <= list.size();) {
     const size_t b = std::min(list.find(',', a), list.size());
-    if (b > a && name.find(list.substr(a, b - a)) != std::string::npos) return true;
+    std::string want = list.substr(a, b - a);
+    // A trailing '$' anchors the token at the end of the name (one variant, not its twins).
+    const bool anchored = !want.empty() && want.back() == '$';
+    if (anchored) want.pop_back();
+    const size_t at = name.rfind(want);
+    if (b > a && at != std::string::npos && (!anchored || at + want.size() == name.size()))
+      return true;
     a = b + 1;
   }
   return false;
