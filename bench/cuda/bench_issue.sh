@@ -6,7 +6,9 @@
 #     (do_bench protocol, CUDA events; build_and_check.sh with EJK_BENCH_WINDOW=1);
 #  2. JAX's cuDNN attention on the D=128 shapes;
 #  3. the window rows again through the project's own `ejk` CLI (the product path: host timer
-#     around a synchronized launch, median), beside peers.py's FlexAttention.
+#     around a synchronized launch, median), beside peers.py's FlexAttention;
+#  4. the grid again with the default key only, ours and the SDPA peers alternating row by row
+#     over EJK_PAIRED_PASSES passes (default 3): the ratios to quote (bench/cuda/paired.py).
 # Plot afterwards on any machine: python3 bench/cuda/plot.py $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,3 +38,7 @@ for s in 4096 8192 16384; do
   python3 bench/cuda/peers.py flash --b $b --hq 32 --hkv 8 --s $s --d 64 --causal --window 1024,0 --softcap 30 \
     2>/dev/null | sed "s/^/{\"s\": $s, \"peer\": /; s/$/}/" | tee -a "$OUT/window.jsonl"
 done
+echo "== the grid, default key and peers alternating row by row (paired.py)"
+mkdir -p "$OUT/paired"
+python3 bench/cuda/paired.py "${EJK_PREBUILT:-build-cuda-check}/check_flash" "$OUT/paired" \
+  --passes "${EJK_PAIRED_PASSES:-3}" | tee "$OUT/paired/table.txt"
