@@ -4,7 +4,8 @@
 # cuDNN and FlashAttention-2 backends (bench_vs_peers.time_peers: do_bench median, one process
 # per pass), so each ratio is a median over passes taken in one call.
 cd "$(dirname "$0")/../../../.."
-B=.carry/v37/check_flash; O=$OUT/c5; mkdir -p $O
+# C=c6: the same on another machine (call6.sh).
+C=${C:-c5}; B=.carry/v37/check_flash; O=$OUT/$C; mkdir -p $O
 # D S causal default-key
 ROWS="128 4096 0 bf16.d128.bq128.bk128.wgmma$
 128 8192 0 bf16.d128.bq128.bk128.wgmma$
@@ -49,4 +50,4 @@ for k in sorted(ours):
           f'{statistics.median(a) / statistics.median(c):.3f}, {min(per):.3f}-{max(per):.3f} | '
           f'{statistics.median(a) / statistics.median(f):.2f}')
 PY
-cd $OUT && tar czf c5.tgz c5 && rm -rf c5
+cd $OUT && tar czf $C.tgz $C && rm -rf $C
