@@ -76,9 +76,14 @@ def default_config(s, d, causal):
             return rule["choose"]["block_q"], rule["choose"]["block_k"]
 
 
-def default_row(ours, s, d, causal):
+def default_name(s, d, causal):
+    """check_flash's name of the variant the heuristic picks for this shape."""
     bq, bk = default_config(s, d, causal)
-    name = f"bf16.d{d}.bq{bq}.bk{bk}" + (".causal" if causal else "") + ".wgmma"
+    return f"bf16.d{d}.bq{bq}.bk{bk}" + (".causal" if causal else "") + ".wgmma"
+
+
+def default_row(ours, s, d, causal):
+    name = default_name(s, d, causal)
     rows = [r for r in ours if (r["s"], r["d"], r["causal"]) == (s, d, causal) and r["variant"] == name]
     return rows[0] if rows else None
 

@@ -21,8 +21,7 @@ import bench_vs_peers as bvp
 
 def ours(binary, d, s, causal):
     """TFLOP/s of the heuristic's key on one shape (check_flash bench's JSON line)."""
-    bq, bk = bvp.default_config(s, d, causal)
-    name = f"bf16.d{d}.bq{bq}.bk{bk}" + (".causal" if causal else "") + ".wgmma"
+    name = bvp.default_name(s, d, causal)
     env = dict(os.environ, EJK_BENCH_D=str(d), EJK_BENCH_S=str(s), EJK_BENCH_CAUSAL=str(int(causal)),
                EJK_BENCH_VARIANTS=name + "$", EJK_BENCH_WINDOW="0")
     out = subprocess.run([binary, "bench"], env=env, capture_output=True, text=True, timeout=120)
