@@ -46,11 +46,27 @@ __device__ __forceinline__ Sm90ItemRecord ld_shared_record(u32 addr) {
   return r;
 }
 
+// The K (kV false) or V tile of key rows row .. row + block_k - 1 into ring slot st (the slot's
+// `use`-th fill), once the consumers have released the slot's previous tile. Each box is 64
+// columns of the tile's rows; a tile is kColBlocks boxes, counted on the slot's full barrier.
+// The addresses are taken after the wait (the producer runs on 24 registers).
+template <class C, bool kV>
+__device__ __forceinline__ void sm90_load_kv_tile(const Sm90Smem<C>& sm,
+                                                  const FlashFwdTensorMaps& maps, int st, u32 use,
+                                                  int row, int hk, int b) {
+  if (use > 0) mbar_wait(kV ? sm.v_empty(st) : sm.k_empty(st), (use - 1) & 1);
+  const u32 full = kV ? sm.v_full(st) : sm.k_full(st);
+  mbar_arrive_expect_tx(full, C::kKVBytes);
+#pragma unroll
+  for (int c = 0; c < C::kColBlocks; ++c)
+    tma_load_4d((kV ? sm.v_tile(st) : sm.k_tile(st)) + c * C::kBlockK * 128,
+                kV ? &maps.v : &maps.k, full, c * 64, row, hk, b);
+}
+
 // Producer: one thread issues every copy. Per item (and once more at the end of the block's
 // work): once the consumers have released the previous item's Q, the item's record; then, for
 // an item with visible keys, its Q, and K(t) and V(t) into ring slot (running tile count) %
-// kStages as soon as the consumers have released that slot's previous tile. Each box is 64
-// columns of the tile's rows; a tile is kColBlocks boxes, counted on the slot's full barrier.
+// kStages as soon as the consumers have released that slot's previous tile.
 template <class C>
 __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const FlashFwdTensorMaps& maps,
                                              const Sm90Smem<C>& sm) {
@@ -88,18 +104,8 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
       const int st = int(kv % C::kStages);
       const u32 use = kv / C::kStages;
       const int k_row = int(blk.seq.k_begin + i64(blk.keys.tile_begin + t) * C::kBlockK);
-      if (use > 0) mbar_wait(sm.k_empty(st), (use - 1) & 1);
-      mbar_arrive_expect_tx(sm.k_full(st), C::kKVBytes);
-#pragma unroll
-      for (int c = 0; c < C::kColBlocks; ++c)
-        tma_load_4d(sm.k_tile(st) + c * C::kBlockK * 128, &maps.k, sm.k_full(st), c * 64, k_row,
-                    hk, b);
-      if (use > 0) mbar_wait(sm.v_empty(st), (use - 1) & 1);
-      mbar_arrive_expect_tx(sm.v_full(st), C::kKVBytes);
-#pragma unroll
-      for (int c = 0; c < C::kColBlocks; ++c)
-        tma_load_4d(sm.v_tile(st) + c * C::kBlockK * 128, &maps.v, sm.v_full(st), c * 64, k_row,
-                    hk, b);
+      sm90_load_kv_tile<C, false>(sm, maps, st, use, k_row, hk, b);
+      sm90_load_kv_tile<C, true>(sm, maps, st, use, k_row, hk, b);
     }
   }
   if constexpr (C::kItemRecord) {
