@@ -35,6 +35,11 @@ if [[ $what == check || $what == all ]]; then
   # flash_fwd_sm90_schedule.cuh sm90_causal_order), wgmma variants only.
   EJK_PERSISTENT_GRID=3 EJK_CHECK_L2_KV_HEADS=1 timeout 120 $bin check $RANDOM 12 12 > "$out/check_l2_groups.txt" || ok=0
   grep -v '^PASS' "$out/check_l2_groups.txt" || true
+  # The bench list (the heuristic's defaults and their twins) on grids of 3 too: the check
+  # list above does not hold every default key, and a full grid gives each block one or two
+  # items on these problems (NOTES.md session 11).
+  EJK_PERSISTENT_GRID=3 timeout 240 $bin check-bench $RANDOM > "$out/check_bench.txt" || ok=0
+  grep -v '^PASS' "$out/check_bench.txt" || true
   [[ $ok == 1 ]] || { echo "CHECK FAILED: not timing anything"; exit 1; }
   # memcheck on wgmma variants of both schedules (index 12 on in check_variants, Q in registers:
   # 12-13 head_dim 128 persistent, taking item records; 14 head_dim 64 one block per item;

@@ -315,7 +315,13 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   probe.start();
   const int ctid = threadIdx.x - 128, lane = ctid & 31, warp = ctid >> 5;
   const int cwg = warp / 4, warp_row0 = warp * 16;
-  const u32 sQ_wg = sm.q + cwg * 64 * 128;
+  // The warpgroup's rows of the Q tile, from the warpgroup index shuffled from lane 0: ptxas
+  // then knows it is warp-uniform and keeps Q's wgmma descriptors in uniform registers (from
+  // threadIdx.x alone it put an R2UR before each S = Q K^T wgmma of the kernels with Q in
+  // shared memory; NOTES.md session 11). Only here: the same shuffle for every use of cwg
+  // changed the persistent head_dim 128 causal kernel (Q in registers), which then failed the
+  // check on grids of three blocks (call 4), for reasons not found.
+  const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
   const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
   // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
