@@ -13,14 +13,5 @@ A=.carry/v40/check_flash; B=.carry/v41/check_flash; O=$OUT/c1; mkdir -p $O
   timeout 120 compute-sanitizer --tool memcheck $B check 9 2 12 2>&1 | tail -1; } 2>&1 | tee $O/check.txt
 V64='bf16.d64.bq128.bk128.wgmma$,bf16.d64.bq128.bk128.causal.wgmma$'
 V128='bf16.d128.bq128.bk128.wgmma$,bf16.d128.bq128.bk128.causal.wgmma$'
-for pass in 1 2 3; do
-  for X in A B; do
-    bin=${!X}
-    for S in 1024 2048 4096; do
-      EJK_BENCH_D=64 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V64 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-      EJK_BENCH_D=128 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V128 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-    done
-  done
-done
-python3 bench/cuda/compare_runs.py v40=$(ls $O/A.p*.jsonl | paste -sd,) v41=$(ls $O/B.p*.jsonl | paste -sd,) | tee $O/ab.txt
+bash bench/cuda/ab_builds.sh $O 3 v40=$A v41=$B 64:1024,2048,4096:$V64 128:1024,2048,4096:$V128
 cd $OUT && tar czf c1.tgz c1 && rm -rf c1

@@ -14,16 +14,6 @@ A=.carry/v40/check_flash; B=.carry/v42/check_flash; O=$OUT/c2; mkdir -p $O
 V64='bf16.d64.bq128.bk128.wgmma$,bf16.d64.bq128.bk128.causal.wgmma$,bf16.d64.bq192.bk128.wgmma$,bf16.d64.bq192.bk128.causal.wgmma$'
 V128='bf16.d128.bq128.bk128.wgmma$,bf16.d128.bq128.bk128.causal.wgmma$,bf16.d128.bq128.bk192.causal.wgmma$'
 V256='bf16.d256.bq128.bk80.wgmma$,bf16.d256.bq128.bk80.causal.wgmma$'
-for pass in 1 2 3; do
-  for X in A B; do
-    bin=${!X}
-    for S in 1024 2048 4096; do
-      EJK_BENCH_D=64 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V64 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-      EJK_BENCH_D=128 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V128 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-      EJK_BENCH_D=256 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V256 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-    done
-    EJK_BENCH_D=128 EJK_BENCH_S=8192 EJK_BENCH_VARIANTS=$V128 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-  done
-done
-python3 bench/cuda/compare_runs.py v40=$(ls $O/A.p*.jsonl | paste -sd,) v42=$(ls $O/B.p*.jsonl | paste -sd,) | tee $O/ab.txt
+bash bench/cuda/ab_builds.sh $O 3 v40=$A v42=$B 64:1024,2048,4096:$V64 \
+  128:1024,2048,4096,8192:$V128 256:1024,2048,4096:$V256
 cd $OUT && tar czf c2.tgz c2 && rm -rf c2

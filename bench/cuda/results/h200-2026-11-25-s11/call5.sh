@@ -17,18 +17,7 @@ A=.carry/v40/check_flash; B=.carry/v44/check_flash; O=$OUT/c5; mkdir -p $O
 V64='bf16.d64.bq192.bk128.wgmma$,bf16.d64.bq192.bk128.causal.wgmma$'
 V128='bf16.d128.bq128.bk192.causal.wgmma$'
 V256='bf16.d256.bq128.bk80.wgmma$,bf16.d256.bq128.bk80.causal.wgmma$'
-for pass in 1 2 3; do
-  for X in A B; do
-    bin=${!X}
-    for S in 1024 2048 4096 8192 16384; do
-      EJK_BENCH_D=64 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V64 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-      EJK_BENCH_D=256 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V256 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-    done
-    for S in 4096 8192 16384; do
-      EJK_BENCH_D=128 EJK_BENCH_S=$S EJK_BENCH_VARIANTS=$V128 timeout 60 $bin bench >> $O/$X.p$pass.jsonl
-    done
-  done
-done
-python3 bench/cuda/compare_runs.py v40=$(ls $O/A.p*.jsonl | paste -sd,) v44=$(ls $O/B.p*.jsonl | paste -sd,) | tee $O/ab.txt
+S=1024,2048,4096,8192,16384
+bash bench/cuda/ab_builds.sh $O 3 v40=$A v44=$B 64:$S:$V64 256:$S:$V256 128:4096,8192,16384:$V128
 python3 bench/cuda/paired.py $B $O/paired --passes 2 2>&1 | tee $O/paired.txt
 cd $OUT && tar czf c5.tgz c5 && rm -rf c5
