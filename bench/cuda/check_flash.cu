@@ -142,6 +142,37 @@ double rel_l2(const std::vector<double>& ref, const std::vector<double>& got) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// After a failure: the rows whose output is furthest off (relative L2 of the row), with their
+// sequence, position in it (and 64-row quarter of a 128-row block), head and lse error, and how
+// many rows are off at all, so a race shows which rows (one warpgroup? one item?) it hits.
+void print_bad_rows(const Problem& pr, const Reference& ref, const std::vector<double>& out,
+                    const std::vector<float>& lse) {
+  const int64_t Hq = pr.heads_q, D = pr.head_dim;
+  struct Row { double err; int64_t b, s, h; double lse_err; };
+  std::vector<Row> rows;
+  for (int64_t b = 0; b < pr.batch; ++b)
+    for (int64_t s = 0; s < pr.len_q(b); ++s)
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t qt = pr.q_begin(b) + s, o = (qt * Hq + h) * D;
+        double num = 0, den = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          num += (out[o + d] - ref.out[o + d]) * (out[o + d] - ref.out[o + d]);
+          den += ref.out[o + d] * ref.out[o + d];
+        }
+        const int64_t li = pr.varlen ? h * pr.total_q() + qt : (b * Hq + h) * pr.seqlen_q + s;
+        rows.push_back({std::sqrt(num / std::max(den, 1e-30)), b, s, h, double(lse[li]) - ref.lse[li]});
+      }
+  std::sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.err > y.err; });
+  size_t off = 0;
+  while (off < rows.size() && rows[off].err > 3e-2) ++off;
+  std::printf("     %zu of %zu rows above 3e-2; worst:", off, rows.size());
+  for (size_t i = 0; i < std::min<size_t>(rows.size(), 6); ++i)
+    std::printf(" [b%lld s%lld (blk%lld.%lld) h%lld err %.2e lse %+.2e]", (long long)rows[i].b,
+                (long long)rows[i].s, (long long)rows[i].s / 128, (long long)(rows[i].s % 128) / 64,
+                (long long)rows[i].h, rows[i].err, rows[i].lse_err);
+  std::printf("\n");
+}
+
 // Runs one problem on one variant; prints a line and returns whether it passed.
 bool check_case(const Variant& v, Problem pr, std::mt19937_64& rng) {
   pr.f16 = v.f16;
@@ -191,6 +222,7 @@ bool check_case(const Variant& v, Problem pr, std::mt19937_64& rng) {
               pr.varlen ? " varlen" : "", pr.segments ? " segments" : "",
               pr.normalize ? "" : " unnormalized", (long long)pr.window_left,
               (long long)pr.window_right, e_out, e_lse, nan, inf_mismatch);
+  if (!ok) print_bad_rows(pr, ref, out, lse);
   return ok;
 }
 

@@ -1,6 +1,7 @@
 // NVRTC compiles of the CUDA variants, with no GPU: every key of the spec's CUDA AOT set, plus
-// each feature flag on both targets, must compile for its arch, report its resources and not
-// spill. Also the small pure functions of the backend (arch spelling, ptxas report parsing).
+// each feature flag on both targets, must compile for its arch, report its resources and
+// neither spill nor serialize its wgmmas. Also the small pure functions of the backend (arch
+// spelling, ptxas report parsing).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -20,6 +21,15 @@ using Catch::Matchers::ContainsSubstring;
 
 bool nvrtc_present(std::string* why) { return cuda::NvrtcCompiler::load(why) != nullptr; }
 
+// ptxas's C75xx performance warnings (wgmma serialized: a kernel that checks out but runs at a
+// fraction of its speed, bench/cuda/NOTES.md session 12), or "" when the log has none.
+std::string serialization_warning(const std::string& log) {
+  const size_t at = log.find("(C75");
+  if (at == std::string::npos) return "";
+  const size_t begin = log.rfind('\n', at) + 1, end = log.find('\n', at);
+  return log.substr(begin, std::min<size_t>(end - begin, 160));
+}
+
 // Compiles keys on all cores (NVRTC is thread-safe per program); returns one line per failure.
 std::vector<std::string> compile_keys(const std::vector<VariantKey>& keys) {
   const cuda::NvrtcCompiler& nv = cuda::NvrtcCompiler::get();
@@ -35,6 +45,8 @@ std::vector<std::string> compile_keys(const std::vector<VariantKey>& keys) {
         else if (r.resources.registers <= 0) failures[i] = to_string(key) + ": no register count in the cubin";
         else if (r.resources.spill_store_bytes > 64)
           failures[i] = to_string(key) + ": spills " + std::to_string(r.resources.spill_store_bytes) + " bytes";
+        else if (const std::string w = serialization_warning(r.log); !w.empty())
+          failures[i] = to_string(key) + ": " + w;
       } catch (const std::exception& e) {
         failures[i] = to_string(key) + ": " + e.what();
       }

@@ -318,9 +318,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // The warpgroup's rows of the Q tile, from the warpgroup index shuffled from lane 0: ptxas
   // then knows it is warp-uniform and keeps Q's wgmma descriptors in uniform registers (from
   // threadIdx.x alone it put an R2UR before each S = Q K^T wgmma of the kernels with Q in
-  // shared memory; NOTES.md session 11). Only here: the same shuffle for every use of cwg
-  // changed the persistent head_dim 128 causal kernel (Q in registers), which then failed the
-  // check on grids of three blocks (call 4), for reasons not found.
+  // shared memory; NOTES.md session 11).
   const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
   const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
@@ -367,12 +365,9 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
     if (C::kItemRecord) sm90_release(sm.q_empty(), lane);  // lane 0 read the record
   } else {
     mbar_wait(sm.q_full(), cur.q_loads & 1);
-    if constexpr (C::kQInRegs) {
-      // Q lives in registers from here: the tile goes back to the producer (the next item's
-      // Q may land while this one runs; per-item blocks only stage O in it at the end).
-      load_q_fragments<C>(qf, sm.q, warp_row0, lane);
-      sm90_release(sm.q_empty(), lane);
-    }
+    // Q in registers: the tile goes back to the producer once S(0) has read the fragments
+    // (below), and the next item's Q may land while this one runs.
+    if constexpr (C::kQInRegs) load_q_fragments<C>(qf, sm.q, warp_row0, lane);
     probe.mark(kProbeQWait);
     // S(0) alone; then per tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, and
     // the issue of S(t+1) followed by P(t) V(t). Only the issue of S(0) is peeled off: a
@@ -393,6 +388,13 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       const int st = slot(t);
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
       sm90_release(sm.k_empty(st), lane);
+      // Q in registers: not right after the ldmatrix loads (ptxas lets the arrive go without
+      // waiting for them, and a warp whose lane 0 had just issued the O store's TMA copies read
+      // the next item's Q when its loads ran behind the arrive: 16 rows wrong in some short
+      // items on persistent grids of three blocks; NOTES.md session 12), but once S(0) has
+      // consumed every fragment, beside the K release (a branch of its own after the S(0) wait
+      // made ptxas serialize the wgmmas of the head_dim 128 kernels, C7515).
+      if (C::kQInRegs && t == 0) sm90_release(sm.q_empty(), lane);
       if (!C::kQInRegs && t == tiles - 1)
         sm90_release(sm.q_empty(), lane);  // the last S of the item is done
       to_log2(t);
