@@ -314,12 +314,13 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   Sm90PhaseProbe probe;
   probe.start();
   const int ctid = threadIdx.x - 128, lane = ctid & 31, warp = ctid >> 5;
-  const int cwg = warp / 4, warp_row0 = warp * 16;
-  // The warpgroup's rows of the Q tile, from the warpgroup index shuffled from lane 0: ptxas
-  // then knows it is warp-uniform and keeps Q's wgmma descriptors in uniform registers (from
-  // threadIdx.x alone it put an R2UR before each S = Q K^T wgmma of the kernels with Q in
-  // shared memory; NOTES.md session 11).
-  const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
+  // The warpgroup index shuffled from lane 0: ptxas then knows it is warp-uniform and keeps
+  // what derives from it in uniform registers: Q's wgmma descriptors (from threadIdx.x alone
+  // it put an R2UR before each S = Q K^T wgmma of the kernels with Q in shared memory; NOTES.md
+  // session 11), the turn and store barrier ids, the O store's rows (+2% at head_dim 64 192 x
+  // 128, session 12).
+  const int cwg = __shfl_sync(0xffffffffu, warp / 4, 0), warp_row0 = warp * 16;
+  const u32 sQ_wg = sm.q + cwg * 64 * 128;
   const SeqSpan& seq = blk.seq;
   const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
   // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
