@@ -132,6 +132,8 @@ __device__ __forceinline__ Sm90ItemRecord sm90_read_record(const Sm90Smem<C>& sm
 }
 
 // One arrival per consumer warp (the empty barriers count warps) once its wgmmas are done.
+// Only after a use of what the warp read: the arrive does not wait for loads still in flight
+// (ldmatrix of Q, NOTES.md session 12); wgmma waits, shuffles of a loaded value are uses.
 __device__ __forceinline__ void sm90_release(u32 bar, int lane) {
   if (lane == 0) mbar_arrive(bar);
 }
