@@ -318,9 +318,11 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // what derives from it in uniform registers: Q's wgmma descriptors (from threadIdx.x alone
   // it put an R2UR before each S = Q K^T wgmma of the kernels with Q in shared memory; NOTES.md
   // session 11), the turn and store barrier ids, the O store's rows (+2% at head_dim 64 192 x
-  // 128, session 12).
-  const int cwg = __shfl_sync(0xffffffffu, warp / 4, 0), warp_row0 = warp * 16;
-  const u32 sQ_wg = sm.q + cwg * 64 * 128;
+  // 128, session 12). At head_dim 256 only for Q's descriptors: its 16 k steps of S fill the
+  // uniform registers, and the ids there pushed 14 R2URs into the S + P V group (5 without).
+  const int cwg = C::kHeadDim < 256 ? __shfl_sync(0xffffffffu, warp / 4, 0) : warp / 4;
+  const int warp_row0 = warp * 16;
+  const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
   const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
   // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
