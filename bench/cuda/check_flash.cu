@@ -133,13 +133,16 @@ void fill_params(DeviceRun& r, const Problem& pr, const HostInputs& in, float sc
     p.l2_kv_bytes = std::atoll(k) * pr.seqlen_k * pr.head_dim * 4;
 }
 
-double rel_l2(const std::vector<double>& ref, const std::vector<double>& got) {
+double rel_l2(const double* ref, const double* got, size_t n) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     num += (got[i] - ref[i]) * (got[i] - ref[i]);
     den += ref[i] * ref[i];
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+double rel_l2(const std::vector<double>& ref, const std::vector<double>& got) {
+  return rel_l2(ref.data(), got.data(), ref.size());
 }
 
 // After a failure: the rows whose output is furthest off (relative L2 of the row), with their
@@ -153,14 +156,8 @@ void print_bad_rows(const Problem& pr, const Reference& ref, const std::vector<d
   for (int64_t b = 0; b < pr.batch; ++b)
     for (int64_t s = 0; s < pr.len_q(b); ++s)
       for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t qt = pr.q_begin(b) + s, o = (qt * Hq + h) * D;
-        double num = 0, den = 0;
-        for (int64_t d = 0; d < D; ++d) {
-          num += (out[o + d] - ref.out[o + d]) * (out[o + d] - ref.out[o + d]);
-          den += ref.out[o + d] * ref.out[o + d];
-        }
-        const int64_t li = pr.varlen ? h * pr.total_q() + qt : (b * Hq + h) * pr.seqlen_q + s;
-        rows.push_back({std::sqrt(num / std::max(den, 1e-30)), b, s, h, double(lse[li]) - ref.lse[li]});
+        const int64_t o = ((pr.q_begin(b) + s) * Hq + h) * D, li = pr.lse_index(b, s, h);
+        rows.push_back({rel_l2(&ref.out[o], &out[o], D), b, s, h, double(lse[li]) - ref.lse[li]});
       }
   std::sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.err > y.err; });
   size_t off = 0;

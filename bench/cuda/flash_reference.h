@@ -71,6 +71,11 @@ struct Problem {
   int64_t len_q(int64_t b) const { return varlen ? cu_q[b + 1] - cu_q[b] : seqlen_q; }
   int64_t len_k(int64_t b) const { return varlen ? cu_k[b + 1] - cu_k[b] : seqlen_k; }
   int64_t q_begin(int64_t b) const { return varlen ? cu_q[b] : b * seqlen_q; }
+  // Index of (sequence b, its query qi, head h) in the lse: [B, Hq, Sq] dense, [Hq, total_q]
+  // varlen.
+  int64_t lse_index(int64_t b, int64_t qi, int64_t h) const {
+    return varlen ? h * total_q() + q_begin(b) + qi : (b * heads_q + h) * seqlen_q + qi;
+  }
   int64_t k_begin(int64_t b) const { return varlen ? cu_k[b] : b * seqlen_k; }
   MaskSpec mask() const {
     MaskSpec m;
@@ -221,8 +226,7 @@ inline Reference reference(const Problem& pr, const HostInputs& in, float scale)
         }
         const double inv = l > 0 ? (pr.normalize ? 1.0 / l : 1.0) : 0.0;
         for (int64_t d = 0; d < D; ++d) r.out[(qt * Hq + h) * D + d] = acc[d] * inv;
-        const int64_t li = pr.varlen ? h * pr.total_q() + qt : (b * Hq + h) * pr.seqlen_q + qi;
-        r.lse[li] = l > 0 ? mx + std::log(l) : -INFINITY;
+        r.lse[pr.lse_index(b, qi, h)] = l > 0 ? mx + std::log(l) : -INFINITY;
       }
   return r;
 }

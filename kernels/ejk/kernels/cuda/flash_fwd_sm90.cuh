@@ -320,6 +320,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // session 11), the turn and store barrier ids, the O store's rows (+2% at head_dim 64 192 x
   // 128, session 12). At head_dim 256 only for Q's descriptors: its 16 k steps of S fill the
   // uniform registers, and the ids there pushed 14 R2URs into the S + P V group (5 without).
+  // sQ_wg shuffles again for that case (below 256 a no-op that ptxas keeps: dropping it
+  // changed the code of eight check kernels, none measured).
   const int cwg = C::kHeadDim < 256 ? __shfl_sync(0xffffffffu, warp / 4, 0) : warp / 4;
   const int warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
@@ -391,15 +393,14 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       const int st = slot(t);
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
       sm90_release(sm.k_empty(st), lane);
-      // Q in registers: not right after the ldmatrix loads (ptxas lets the arrive go without
-      // waiting for them, and a warp whose lane 0 had just issued the O store's TMA copies read
-      // the next item's Q when its loads ran behind the arrive: 16 rows wrong in some short
-      // items on persistent grids of three blocks; NOTES.md session 12), but once S(0) has
-      // consumed every fragment, beside the K release (a branch of its own after the S(0) wait
-      // made ptxas serialize the wgmmas of the head_dim 128 kernels, C7515).
-      if (C::kQInRegs && t == 0) sm90_release(sm.q_empty(), lane);
-      if (!C::kQInRegs && t == tiles - 1)
-        sm90_release(sm.q_empty(), lane);  // the last S of the item is done
+      // The Q tile goes back once the last S that reads it is done: S(0) with Q in registers
+      // (its fragments), the item's last S otherwise. Not right after the ldmatrix loads of
+      // the fragments: ptxas lets the arrive go without waiting for them, and a warp whose
+      // lane 0 had just issued the O store's TMA copies read the next item's Q when its loads
+      // ran behind the arrive (16 rows wrong in some short items on persistent grids of three
+      // blocks; NOTES.md session 12). Beside the K release: a branch of its own after the S(0)
+      // wait made ptxas serialize the wgmmas of the head_dim 128 kernels (C7515).
+      if (t == (C::kQInRegs ? 0 : tiles - 1)) sm90_release(sm.q_empty(), lane);
       to_log2(t);
       softmax_deferred<C>(s, rows, alpha, exp_scale);
       wgmma_wait<0>();  // P(t-1) V(t-1) (nothing pending at t = 0)

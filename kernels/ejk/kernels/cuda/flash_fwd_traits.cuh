@@ -150,8 +150,9 @@ struct FlashFwdSm90Geometry {
   // kQRegsHeadroom to spare: an SS wgmma of m64 x n128 x k16 reads 2 KiB of Q and 4 KiB of K
   // from shared memory per 64 tensor cycles (96 B/clk of the SM's 128, before the K/V copies
   // land there); from registers only the 4 KiB of K. Q is loaded once per item and its tile
-  // released once S(0) has used the fragments. Measured (NOTES.md v25): +1..+6% at head_dim 64 and 128 x 128; mixed
-  // (-3..+8%) at 128 x 144, whose estimate leaves 6 registers, hence the headroom.
+  // released once S(0) has used the fragments. Measured (NOTES.md v25): +1..+6% at head_dim
+  // 64 and 128 x 128; mixed (-3..+8%) at 128 x 144, whose estimate leaves 6 registers, hence
+  // the headroom.
   static constexpr i64 kQRegsHeadroom = 16;
   constexpr bool q_in_registers() const {
     if (q_operand_override != Sm90QOperand::by_default)
