@@ -35,6 +35,10 @@ if [[ $what == check || $what == all ]]; then
   # flash_fwd_sm90_schedule.cuh sm90_causal_order), wgmma variants only.
   EJK_PERSISTENT_GRID=3 EJK_CHECK_L2_KV_HEADS=1 timeout 120 $bin check $RANDOM 12 12 > "$out/check_l2_groups.txt" || ok=0
   grep -v '^PASS' "$out/check_l2_groups.txt" || true
+  # Persistent causal blocks without a tile counter (FlashFwdParams::tile_counter null: items
+  # n * grid + block instead of drawn), wgmma variants only.
+  EJK_PERSISTENT_GRID=3 EJK_NO_TILE_COUNTER=1 timeout 120 $bin check $RANDOM 12 12 > "$out/check_no_counter.txt" || ok=0
+  grep -v '^PASS' "$out/check_no_counter.txt" || true
   # The bench list (the heuristic's defaults and their twins) on grids of 3 too: the check
   # list above does not hold every default key, and a full grid gives each block one or two
   # items on these problems (NOTES.md session 11).

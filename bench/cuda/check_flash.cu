@@ -281,6 +281,11 @@ int run_checks(const std::vector<Variant>& variants, uint64_t seed, size_t max_v
     for (const Problem& pr : problems_for(rng)) {
       ++total;
       failed += !check_case(variants[i], pr, rng);
+      if (!tile_counter_left_zero()) {
+        ++failed;
+        std::printf("FAIL %s: the tile counter is not zero after the case\n",
+                    variants[i].name().c_str());
+      }
     }
   std::printf("check: %d/%d passed (seed %llu)\n", total - failed, total, (unsigned long long)seed);
   return failed == 0 ? 0 : 1;

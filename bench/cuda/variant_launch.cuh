@@ -174,10 +174,35 @@ inline Prepared prepare(const Variant& v, const ejk::FlashFwdParams& p) {
   return r;
 }
 
+// The tile counter (FlashFwdParams::tile_counter) of every sm90a launch here: all of them go to
+// the default stream, one after the other, so one counter serves. EJK_NO_TILE_COUNTER=1 leaves
+// the pointer null (the kernels' path without a counter, for its own check).
+inline unsigned* tile_counter() {
+  static unsigned* counter = [] {
+    const char* s = std::getenv("EJK_NO_TILE_COUNTER");
+    if (s != nullptr && s[0] == '1') return static_cast<unsigned*>(nullptr);
+    unsigned* c = nullptr;
+    CUDA_OK(cudaMalloc(&c, 2 * sizeof(unsigned)));
+    CUDA_OK(cudaMemset(c, 0, 2 * sizeof(unsigned)));
+    return c;
+  }();
+  return counter;
+}
+
+// Whether the launches so far left the tile counter at zero, as each must for the next
+// (flash_fwd_sm90_schedule.cuh sm90_draw). Synchronizes.
+inline bool tile_counter_left_zero() {
+  if (tile_counter() == nullptr) return true;
+  unsigned c[2] = {1, 1};
+  CUDA_OK(cudaMemcpy(c, tile_counter(), sizeof(c), cudaMemcpyDeviceToHost));
+  return c[0] == 0 && c[1] == 0;
+}
+
 inline void launch(const Variant& v, const ejk::FlashFwdParams& p, const Prepared& pre,
                    cudaStream_t stream = 0) {
-  void* args[] = {const_cast<ejk::FlashFwdParams*>(&p),
-                  const_cast<ejk::cuda::FlashFwdTensorMaps*>(&pre.maps)};
+  ejk::FlashFwdParams copy = p;
+  if (v.sm90 && copy.tile_counter == nullptr) copy.tile_counter = tile_counter();
+  void* args[] = {&copy, const_cast<ejk::cuda::FlashFwdTensorMaps*>(&pre.maps)};
   CUDA_OK(cudaLaunchKernel(v.kernel, pre.grid, dim3(v.threads), args, size_t(v.smem), stream));
 }
 

@@ -227,6 +227,25 @@ FlashFwdTensorMaps encode_tensor_maps(const CudaDriver& d, const FlashFwdParams&
   return maps;
 }
 
+// FlashFwdParams::tile_counter for the sm90a launches on `stream` of device `ordinal`: 8 bytes,
+// allocated and zeroed on first use and kept for the process. One per stream: launches on a
+// stream run one after another and each leaves its counter zero (flash_fwd_sm90_schedule.cuh
+// sm90_draw); launches on two streams may overlap and must not share one.
+u32* tile_counter(const CudaDriver& d, int ordinal, CUstream stream) {
+  static std::mutex mu;
+  static std::map<std::pair<int, CUstream>, CUdeviceptr> counters;
+  std::lock_guard<std::mutex> lock(mu);
+  CUdeviceptr& c = counters[{ordinal, stream}];
+  if (c == 0) {
+    CUdeviceptr fresh = 0;
+    d.check(d.cuMemAlloc(&fresh, 2 * sizeof(u32)), "cuMemAlloc (flash_fwd tile counter)");
+    const u32 zero[2] = {0, 0};
+    d.check(d.cuMemcpyHtoD(fresh, zero, sizeof(zero)), "cuMemcpyHtoD (flash_fwd tile counter)");
+    c = fresh;
+  }
+  return reinterpret_cast<u32*>(c);
+}
+
 }  // namespace
 
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
@@ -246,13 +265,16 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__): one
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
+  FlashFwdParams with_counter = p;
+  if (shape.tma && p.tile_counter == nullptr)
+    with_counter.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {
     void* args[] = {&copy, &maps};
     d.check(d.cuLaunchKernel(kernel.function(), shape.grid[0], grid_y, grid_z, shape.block, 1, 1,
                              shape.smem_bytes, stream, args, nullptr),
             ("launching " + kernel.symbol()).c_str());
   };
-  if (shape.launches() == 1) return launch(p, shape.grid[1], shape.grid[2]);
+  if (shape.launches() == 1) return launch(with_counter, shape.grid[1], shape.grid[2]);
   const int64_t head_chunk = shape.grid[1], seq_chunk = shape.grid[2];
   for (int64_t z0 = 0; z0 < shape.sequences; z0 += seq_chunk)
     for (int64_t h0 = 0; h0 < shape.heads_q; h0 += head_chunk) {

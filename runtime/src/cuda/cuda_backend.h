@@ -94,7 +94,8 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
 // Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
 // elements: the kernels move 16-byte chunks, and TMA needs 16-byte strides) and the device's
 // shared-memory limit, builds the tensor maps (sm90a family), then launches asynchronously on
-// `stream` (null: the legacy default stream).
+// `stream` (null: the legacy default stream). sm90a launches without p.tile_counter get the
+// stream's own (one per device and stream, kept for the process).
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
                       const DeviceInfo& device, CUstream stream = nullptr);
 

@@ -64,7 +64,7 @@ struct FlashFwdSm90Config {
   static constexpr bool kQInRegs = kGeometry.q_in_registers();
   static constexpr int kQFragSteps = kQInRegs ? D / 16 : 1;  // k steps of 16 (1: unused)
   // Persistent causal blocks take items in L2-sized head groups, heaviest first, in a snake
-  // order (sm90_causal_order, sm90_item).
+  // order (sm90_causal_order, sm90_item), or drawn in that order (kDrawItems).
   static constexpr bool kSnake = kPersistent && F.causal && !F.window;
   // Persistent blocks of one or two consumer warpgroups take each item from the producer's
   // record (Sm90ItemRecord) instead of decoding it themselves (the decode was ~6% of the
@@ -73,6 +73,11 @@ struct FlashFwdSm90Config {
   // -0.5..-1.7% in two calls) nor one block per item (one item, decoded while its first Q is
   // in flight either way).
   static constexpr bool kItemRecord = kPersistent && kConsumers <= 2;
+  // Those of them with the causal order draw each item from a counter of the launch
+  // (FlashFwdParams::tile_counter, sm90_draw) instead of the snake: the block that finishes
+  // first takes the next heaviest item (the snake's block sums differ by 1.4-3% at 1k-2k,
+  // bench/cuda/sched_sim.py).
+  static constexpr bool kDrawItems = kSnake && kItemRecord;
   // Register split of the 64K-register file at one block per SM (384 threads start at 168,
   // 512 at 128): the producer is one issuing thread and needs few, the consumers hold S, P and
   // O (head_dim 256: O alone is 128). 128 * 24 + 256 * 240 and 128 * 24 + 384 * 160 fit in 65536.
@@ -474,6 +479,7 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p,
       sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
     }
   } else {
+    // Without records the consumers decode the order themselves (never a drawn one).
     const i64 total = sm90_total_items<C>(p);
     for (int n = 0;; ++n) {
       const i64 item = sm90_item<C>(total, n);

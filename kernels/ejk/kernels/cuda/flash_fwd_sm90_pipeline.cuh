@@ -79,7 +79,9 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
   u32 kv = 0;       // K/V tiles issued so far: ring slot kv % kStages, its use kv / kStages
   u32 records = 0;  // Q phases so far: records (kItemRecord) or Q loads (each released on q_empty)
   for (int n = 0;; ++n) {
-    const i64 item = sm90_item<C>(total, n);
+    // A draw once the last item's loads are all issued: its latency hides behind the
+    // consumers' last kStages tiles of that item.
+    const i64 item = C::kDrawItems ? sm90_draw(p.tile_counter, u32(total), n) : sm90_item<C>(total, n);
     if (item < 0) break;
     Sm90Block blk;
     if (!sm90_block<C>(p, item, blk)) continue;  // nobody's item

@@ -39,7 +39,9 @@ struct Sm90CausalOrder {
 template <class C>
 __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParams& p) {
   Sm90CausalOrder o;
-  o.pairs = u32(p.heads_q * p.batch);
+  u32 pairs = u32(p.heads_q * p.batch);
+  asm volatile("mov.u32 %0, %0;" : "+r"(pairs));
+  o.pairs = pairs;
   o.q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
   // In units of 256 B (K plus V of one key row of 64 columns; head_dim is a multiple of 64).
   const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : kSm90L2KvBytes) >> 8;
@@ -65,6 +67,30 @@ __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
   const i64 slot = C::kSnake && (n & 1) ? g - 1 - blockIdx.x : blockIdx.x;
   const i64 item = n * g + slot;
   return item < total ? item : -1;
+}
+
+// The next item of a block that draws its items (C::kDrawItems), or -1 once the order is used
+// up (`total` items): one ticket from FlashFwdParams::tile_counter per draw. Every block stops
+// at its first ticket past the end and then counts itself in counter[1]; the last one to do so
+// knows every draw of the launch is done and zeroes both for the next launch on the stream.
+// Without a counter, items n * grid + block (correct, not balanced).
+__device__ __forceinline__ i64 sm90_draw(u32* counter, u32 total, int n) {
+  if (counter == nullptr) {
+    const u32 item = u32(n) * gridDim.x + blockIdx.x;
+    return item < total ? i64(item) : -1;
+  }
+  // The shuffle (the producer thread is lane 0) tells ptxas the ticket is warp-uniform: the
+  // decode then stays in uniform registers, as the snake's does. Straight from the atomic it
+  // went to the 24 regular ones and the producer spilled 124-132 B.
+  const u32 ticket = __shfl_sync(1u, atomicAdd(counter, 1u), 0);
+  if (ticket < total) return ticket;
+  __threadfence();  // this block's last draw before its count
+  if (atomicAdd(counter + 1, 1u) == gridDim.x - 1) {
+    __threadfence();  // every block's last draw before the reset
+    atomicExch(counter, 0u);
+    atomicExch(counter + 1, 0u);
+  }
+  return -1;
 }
 
 // What the producer hands the consumers for one work item (Sm90Smem::record, announced on
@@ -102,7 +128,8 @@ __device__ __forceinline__ bool sm90_decode(const FlashFwdParams& p, i64 item, S
   u32 qb, hz, q_blocks;
   if constexpr (C::kSnake) {
     const Sm90CausalOrder o = sm90_causal_order<C>(p);
-    const u32 it = u32(item), per_group = o.rounds * gridDim.x;
+    // Drawn items run through the groups unpadded.
+    const u32 it = u32(item), per_group = C::kDrawItems ? o.group * o.q_blocks : o.rounds * gridDim.x;
     const u32 c = it / per_group, local = it - c * per_group;
     const u32 pairs_c = min_of<u32>(o.group, o.pairs - c * o.group);  // the last may be short
     if (local >= pairs_c * o.q_blocks) return false;                   // padding
@@ -130,10 +157,11 @@ __device__ __forceinline__ bool sm90_block(const FlashFwdParams& p, i64 item, Sm
   return sm90_decode<C>(p, item, r) && sm90_block_from<C>(p, r, blk);
 }
 
-// Items the blocks loop over: the causal order counts its padding.
+// Items the blocks loop over: the snake counts its padding, drawn items do not.
 template <class C> __device__ __forceinline__ i64 sm90_total_items(const FlashFwdParams& p) {
   if constexpr (C::kSnake) {
     const Sm90CausalOrder o = sm90_causal_order<C>(p);
+    if (C::kDrawItems) return i64(o.pairs) * o.q_blocks;
     const u32 full = o.pairs / o.group, rest = o.pairs - full * o.group;
     return (i64(full) * o.rounds + ceil_div<u32>(rest * o.q_blocks, gridDim.x)) * gridDim.x;
   }
