@@ -5,6 +5,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
+#include <optional>
 
 #include "cuda/cuda_backend.h"
 #include "cuda_test_support.h"
@@ -53,52 +54,92 @@ struct Outcome {
   size_t inf_mismatch;
 };
 
-Outcome run_case(const VariantKey& key, check::Problem pr, std::mt19937_64& rng,
-                 const cuda::DeviceInfo& dev) {
+// One problem on the device: its inputs, poisoned outputs, launches and the comparison with the
+// float64 reference, apart so that several cases can be in flight at once (on streams).
+class DeviceCase {
+ public:
+  DeviceCase(const VariantKey& key, check::Problem pr, std::mt19937_64& rng)
+      : pr_(with_key(key, pr)), scale_(1.f / std::sqrt(float(pr_.head_dim))),
+        in_(check::make_inputs(pr_, rng)), q_(in_.q), k_(in_.k), v_(in_.v), bias_(in_.bias),
+        aux_(in_.aux), qs_(in_.q_seg), ks_(in_.kv_seg), cq_(pr_.cu_q), ck_(pr_.cu_k),
+        out_n_(pr_.total_q() * pr_.heads_q * pr_.head_dim),
+        lse_n_(pr_.varlen ? pr_.heads_q * pr_.total_q() : pr_.batch * pr_.heads_q * pr_.seqlen_q),
+        out_(out_n_ * 2), lse_(lse_n_ * 4) {
+    p_ = FlashFwdParams{};
+    p_.q = q_.as<void>(), p_.k = k_.as<void>(), p_.v = v_.as<void>(), p_.out = out_.as<void>();
+    p_.lse = lse_.as<float>();
+    p_.bias = pr_.bias ? bias_.as<void>() : nullptr;
+    p_.softmax_aux = pr_.sinks ? aux_.as<float>() : nullptr;
+    p_.q_segment_ids = pr_.segments ? qs_.as<i32>() : nullptr;
+    p_.kv_segment_ids = pr_.segments ? ks_.as<i32>() : nullptr;
+    p_.cu_seqlens_q = pr_.varlen ? cq_.as<i32>() : nullptr;
+    p_.cu_seqlens_k = pr_.varlen ? ck_.as<i32>() : nullptr;
+    p_ = check::params_for(pr_, p_, scale_);
+  }
+
+  // Poisons the outputs (NaN in bf16 and f16) and launches on `stream` with the launch shape of
+  // a device of `sm_count` SMs (fewer than the device's: persistent blocks take more items).
+  void launch(const VariantKey& key, cuda::LoadedKernel& kernel, const cuda::DeviceInfo& dev,
+              int sm_count, cuda::CUstream stream = nullptr) {
+    const cuda::CudaDriver& d = cuda::CudaDriver::get();
+    d.check(d.cuMemsetD8(out_.ptr(), 0xff, out_n_ * 2), "poisoning out");
+    d.check(d.cuMemsetD8(lse_.ptr(), 0xff, lse_n_ * 4), "poisoning lse");
+    cuda::launch_flash_fwd(kernel,
+                           cuda::flash_fwd_launch_shape(key.target, pr_.head_dim,
+                                                        key.get_int("block_q"),
+                                                        key.get_int("block_k"), p_, sm_count),
+                           p_, dev, stream);
+  }
+
+  // The errors of the last launch's results (synchronizes the context).
+  Outcome outcome() const {
+    const cuda::CudaDriver& d = cuda::CudaDriver::get();
+    d.check(d.cuCtxSynchronize(), "running the kernel");
+    std::vector<uint16_t> bits(out_n_);
+    std::vector<float> lse_h(lse_n_);
+    d.check(d.cuMemcpyDtoH(bits.data(), out_.ptr(), out_n_ * 2), "cuMemcpyDtoH");
+    d.check(d.cuMemcpyDtoH(lse_h.data(), lse_.ptr(), lse_n_ * 4), "cuMemcpyDtoH");
+    if (!ref_) ref_ = check::reference(pr_, in_, scale_);  // once per case: seconds of host time
+    const check::Reference& ref = *ref_;
+    std::vector<double> got(out_n_), got_lse(lse_h.begin(), lse_h.end());
+    for (size_t i = 0; i < out_n_; ++i) got[i] = check::elem_to_f32(pr_, bits[i]);
+    Outcome o{0, 0, 0};
+    o.out_err = rel_l2(ref.out, got, &o.inf_mismatch);
+    o.lse_err = rel_l2(ref.lse, got_lse, &o.inf_mismatch);
+    return o;
+  }
+
+ private:
+  static check::Problem with_key(const VariantKey& key, check::Problem pr) {
+    pr.f16 = key.get_enum("dtype") == "f16";
+    pr.head_dim = key.get_int("head_dim");
+    pr.causal = key.get_flag("causal"), pr.window = key.get_flag("window");
+    pr.softcap = key.get_flag("softcap"), pr.sinks = key.get_flag("sinks"), pr.bias = key.get_flag("bias");
+    return pr;
+  }
+
+  check::Problem pr_;
+  float scale_;
+  check::HostInputs in_;
+  DeviceBuffer q_, k_, v_, bias_, aux_, qs_, ks_, cq_, ck_;
+  size_t out_n_, lse_n_;
+  DeviceBuffer out_, lse_;
+  FlashFwdParams p_;
+  mutable std::optional<check::Reference> ref_;
+};
+
+cuda::LoadedKernel load_kernel(const VariantKey& key) {
   const cuda::CubinResult cub = cuda::NvrtcCompiler::get().compile(
       cuda_source(key), cuda::nvrtc_arch(key.target), symbol_name(key));
-  cuda::LoadedKernel kernel(cub.cubin, symbol_name(key));
-  pr.f16 = key.get_enum("dtype") == "f16";
-  pr.head_dim = key.get_int("head_dim");
-  pr.causal = key.get_flag("causal"), pr.window = key.get_flag("window");
-  pr.softcap = key.get_flag("softcap"), pr.sinks = key.get_flag("sinks"), pr.bias = key.get_flag("bias");
-  const float scale = 1.f / std::sqrt(float(pr.head_dim));
-  const check::HostInputs in = check::make_inputs(pr, rng);
-  DeviceBuffer q(in.q), k(in.k), v(in.v), bias(in.bias), aux(in.aux), qs(in.q_seg), ks(in.kv_seg);
-  DeviceBuffer cq(pr.cu_q), ck(pr.cu_k);
-  const size_t out_n = pr.total_q() * pr.heads_q * pr.head_dim;
-  const size_t lse_n = pr.varlen ? pr.heads_q * pr.total_q() : pr.batch * pr.heads_q * pr.seqlen_q;
-  DeviceBuffer out(out_n * 2), lse(lse_n * 4);
-  const cuda::CudaDriver& d = cuda::CudaDriver::get();
-  d.check(d.cuMemsetD8(out.ptr(), 0xff, out_n * 2), "poisoning out");  // NaN in bf16 and f16
-  d.check(d.cuMemsetD8(lse.ptr(), 0xff, lse_n * 4), "poisoning lse");
-  FlashFwdParams p{};
-  p.q = q.as<void>(), p.k = k.as<void>(), p.v = v.as<void>(), p.out = out.as<void>();
-  p.lse = lse.as<float>();
-  p.bias = pr.bias ? bias.as<void>() : nullptr;
-  p.softmax_aux = pr.sinks ? aux.as<float>() : nullptr;
-  p.q_segment_ids = pr.segments ? qs.as<i32>() : nullptr;
-  p.kv_segment_ids = pr.segments ? ks.as<i32>() : nullptr;
-  p.cu_seqlens_q = pr.varlen ? cq.as<i32>() : nullptr;
-  p.cu_seqlens_k = pr.varlen ? ck.as<i32>() : nullptr;
-  p = check::params_for(pr, p, scale);
-  const int64_t D = pr.head_dim;
-  cuda::launch_flash_fwd(kernel,
-                         cuda::flash_fwd_launch_shape(key.target, D, key.get_int("block_q"),
-                                                      key.get_int("block_k"), p, dev.sm_count),
-                         p, dev);
-  d.check(d.cuCtxSynchronize(), "running the kernel");
-  std::vector<uint16_t> bits(out_n);
-  std::vector<float> lse_h(lse_n);
-  d.check(d.cuMemcpyDtoH(bits.data(), out.ptr(), out_n * 2), "cuMemcpyDtoH");
-  d.check(d.cuMemcpyDtoH(lse_h.data(), lse.ptr(), lse_n * 4), "cuMemcpyDtoH");
-  const check::Reference ref = check::reference(pr, in, scale);
-  std::vector<double> got(out_n), got_lse(lse_h.begin(), lse_h.end());
-  for (size_t i = 0; i < out_n; ++i) got[i] = check::elem_to_f32(pr, bits[i]);
-  Outcome o{0, 0, 0};
-  o.out_err = rel_l2(ref.out, got, &o.inf_mismatch);
-  o.lse_err = rel_l2(ref.lse, got_lse, &o.inf_mismatch);
-  return o;
+  return cuda::LoadedKernel(cub.cubin, symbol_name(key));
+}
+
+Outcome run_case(const VariantKey& key, check::Problem pr, std::mt19937_64& rng,
+                 const cuda::DeviceInfo& dev) {
+  cuda::LoadedKernel kernel = load_kernel(key);
+  DeviceCase c(key, pr, rng);
+  c.launch(key, kernel, dev, dev.sm_count);
+  return c.outcome();
 }
 
 TEST_CASE("CUDA flash forward matches the float64 reference on random problems", "[device]") {
@@ -141,6 +182,55 @@ TEST_CASE("CUDA flash forward matches the float64 reference on random problems",
     CHECK(o.lse_err <= 1e-2);
     CHECK(o.inf_mismatch == 0);
   }
+}
+
+// Persistent causal blocks with item records draw their items from a counter per stream that
+// every launch leaves zero (flash_fwd_sm90_schedule.cuh sm90_draw). Launches back to back on one
+// stream must each find it zero, and launches in flight on two streams must not share one: an
+// item drawn by the other launch would be missing here (NaN from the poison).
+TEST_CASE("drawn work items: back to back on one stream and at once on two", "[device]") {
+  std::string why;
+  if (cuda::CudaDriver::load(&why) == nullptr) SKIP("no CUDA device: " + why);
+  const cuda::DeviceInfo& dev = cuda::use_device(0);
+  if (dev.target != "sm90a") SKIP("drawn items are an sm90a kernel feature; device target " + dev.target);
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << ", device " << dev.name);
+  std::mt19937_64 rng(seed);
+  VariantKey key = flash_schema().blank_key("cuda", dev.target);
+  key.set_enum("dtype", "bf16");
+  key.set_int("head_dim", 128), key.set_int("block_q", 128), key.set_int("block_k", 128);
+  key.set_flag("causal", true);  // persistent, two consumers: item records, drawn
+  INFO(to_string(key));
+  cuda::LoadedKernel kernel = load_kernel(key);
+  check::Problem pr;
+  pr.batch = 2, pr.heads_q = 4, pr.heads_kv = 2, pr.seqlen_q = pr.seqlen_k = 700, pr.normalize = true;
+  // 6 q blocks x 8 heads x sequences = 48 items on grids of 5 and 3: every block draws ~10-16.
+  DeviceCase a(key, pr, rng), b(key, pr, rng);
+  const cuda::CudaDriver& d = cuda::CudaDriver::get();
+  for (int round = 0; round < 3; ++round) {  // the legacy stream: each launch after the last
+    a.launch(key, kernel, dev, 5);
+    const Outcome o = a.outcome();
+    CHECK(o.out_err <= 1e-2);
+    CHECK(o.lse_err <= 1e-2);
+    CHECK(o.inf_mismatch == 0);
+  }
+  cuda::CUstream s1 = nullptr, s2 = nullptr;
+  d.check(d.cuStreamCreate(&s1, 1), "cuStreamCreate");  // 1: CU_STREAM_NON_BLOCKING
+  d.check(d.cuStreamCreate(&s2, 1), "cuStreamCreate");
+  for (int round = 0; round < 3; ++round) {
+    a.launch(key, kernel, dev, 5, s1);
+    b.launch(key, kernel, dev, 3, s2);
+    d.check(d.cuStreamSynchronize(s1), "cuStreamSynchronize");
+    d.check(d.cuStreamSynchronize(s2), "cuStreamSynchronize");
+    for (const DeviceCase* c : {&a, &b}) {
+      const Outcome o = c->outcome();
+      CHECK(o.out_err <= 1e-2);
+      CHECK(o.lse_err <= 1e-2);
+      CHECK(o.inf_mismatch == 0);
+    }
+  }
+  d.check(d.cuStreamDestroy(s1), "cuStreamDestroy");
+  d.check(d.cuStreamDestroy(s2), "cuStreamDestroy");
 }
 
 TEST_CASE("without a driver the backend says why", "[cuda]") {

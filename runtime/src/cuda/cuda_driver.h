@@ -67,6 +67,10 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, size_t bytes);
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t bytes);
+  // Streams: the runtime launches on the caller's; the device tests make their own.
+  CUresult (*cuStreamCreate)(CUstream* stream, unsigned flags);
+  CUresult (*cuStreamDestroy)(CUstream stream);
+  CUresult (*cuStreamSynchronize)(CUstream stream);
   // TMA descriptors of the sm90a kernels (CUDA 12.0+ drivers). The enum arguments are passed
   // as their ABI integers; `map` is a 128-byte, 64-byte aligned CUtensorMap.
   CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, unsigned rank, void* global_address,
