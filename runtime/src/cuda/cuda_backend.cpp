@@ -265,22 +265,22 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__): one
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
-  FlashFwdParams with_counter = p;
-  if (shape.tma && p.tile_counter == nullptr)
-    with_counter.tile_counter = tile_counter(d, device.ordinal, stream);
+  FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
+  if (shape.tma && params.tile_counter == nullptr)
+    params.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {
     void* args[] = {&copy, &maps};
     d.check(d.cuLaunchKernel(kernel.function(), shape.grid[0], grid_y, grid_z, shape.block, 1, 1,
                              shape.smem_bytes, stream, args, nullptr),
             ("launching " + kernel.symbol()).c_str());
   };
-  if (shape.launches() == 1) return launch(with_counter, shape.grid[1], shape.grid[2]);
+  if (shape.launches() == 1) return launch(params, shape.grid[1], shape.grid[2]);
   const int64_t head_chunk = shape.grid[1], seq_chunk = shape.grid[2];
   for (int64_t z0 = 0; z0 < shape.sequences; z0 += seq_chunk)
     for (int64_t h0 = 0; h0 < shape.heads_q; h0 += head_chunk) {
       const int64_t nh = std::min(head_chunk, shape.heads_q - h0);
       const int64_t nz = std::min(seq_chunk, shape.sequences - z0);
-      launch(flash_fwd_slice(p, h0, nh, z0, nz), unsigned(nh), unsigned(nz));
+      launch(flash_fwd_slice(params, h0, nh, z0, nz), unsigned(nh), unsigned(nz));
     }
 }
 

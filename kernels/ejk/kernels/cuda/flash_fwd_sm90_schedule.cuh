@@ -39,9 +39,7 @@ struct Sm90CausalOrder {
 template <class C>
 __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParams& p) {
   Sm90CausalOrder o;
-  u32 pairs = u32(p.heads_q * p.batch);
-  asm volatile("mov.u32 %0, %0;" : "+r"(pairs));
-  o.pairs = pairs;
+  o.pairs = u32(p.heads_q * p.batch);
   o.q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
   // In units of 256 B (K plus V of one key row of 64 columns; head_dim is a multiple of 64).
   const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : kSm90L2KvBytes) >> 8;
