@@ -213,11 +213,12 @@ bool check_case(const Variant& v, Problem pr, std::mt19937_64& rng) {
   }
   const double e_out = rel_l2(ref.out, out), e_lse = rel_l2(lse_ref, lse_got);
   const bool ok = nan == 0 && inf_mismatch == 0 && e_out <= 1e-2 && e_lse <= 1e-2;
-  std::printf("%-4s %-40s B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld%s%s%s win=%lld,%lld  out=%.2e lse=%.2e nan=%zu inf_mismatch=%zu\n",
+  std::printf("%-4s %-40s B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld%s%s%s%s win=%lld,%lld  out=%.2e lse=%.2e nan=%zu inf_mismatch=%zu\n",
               ok ? "PASS" : "FAIL", v.name().c_str(), (long long)pr.batch, (long long)pr.seqlen_q,
               (long long)pr.seqlen_k, (long long)pr.heads_q, (long long)pr.heads_kv,
               pr.varlen ? " varlen" : "", pr.segments ? " segments" : "",
-              pr.normalize ? "" : " unnormalized", (long long)pr.window_left,
+              pr.normalize ? "" : " unnormalized", pr.key_ramp > 0.f ? " ramp" : "",
+              (long long)pr.window_left,
               (long long)pr.window_right, e_out, e_lse, nan, inf_mismatch);
   if (!ok) print_bad_rows(pr, ref, out, lse);
   return ok;
@@ -264,6 +265,13 @@ std::vector<Problem> problems_for(std::mt19937_64& rng) {
   }
   packed.bias_bcast_b = true;  // bias is indexed by sequence position, shared by the pack
   out.push_back(packed);
+  // Row maxima that rise by more than the lag from key tile to key tile, more in some rows of a
+  // warp than in others: the reference max moves after the first tile and O is rescaled (sm90a
+  // softmax_deferred / rescale_o). Random logits of unit spread never rise that far.
+  Problem ramp = base();
+  ramp.seqlen_q = 64 + len(rng), ramp.seqlen_k = 256 + len(rng);
+  ramp.key_ramp = 1.f;
+  out.push_back(ramp);
   // 20 (head, sequence) pairs and several q blocks each: the causal order's head groups
   // (with EJK_CHECK_L2_KV_HEADS) and its snake cross groups and batches.
   Problem many = base();

@@ -64,6 +64,10 @@ struct Problem {
   int64_t num_sinks = 0;
   bool bias_bcast_b = false, bias_bcast_h = false;
   float cap = 0.f;
+  // > 0 (dense only): key j of each sequence scaled by 1 + key_ramp * j / 64 and each query row
+  // by a random factor in [0.25, 3], so rows' maxima rise from key tile to key tile by more than
+  // the sm90a kernels' lag (kMaxLag), some rows more than others: O is rescaled mid-item.
+  float key_ramp = 0.f;
   std::vector<int32_t> cu_q, cu_k;  // varlen: packed offsets (batch + 1 entries)
 
   int64_t total_q() const { return varlen ? cu_q.back() : batch * seqlen_q; }
@@ -109,6 +113,21 @@ inline HostInputs make_inputs(const Problem& pr, std::mt19937_64& rng) {
   const int64_t D = pr.head_dim;
   fill(in.q, pr.total_q() * pr.heads_q * D, 1.f);
   fill(in.k, pr.total_k() * pr.heads_kv * D, 1.f);
+  if (pr.key_ramp > 0.f) {
+    auto scale_rows = [&](std::vector<uint16_t>& x, int64_t row_elems, auto factor) {
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float v = elem_to_f32(pr, x[i]) * factor(int64_t(i) / row_elems);
+        x[i] = pr.f16 ? f32_to_f16(v) : f32_to_bf16(v);
+      }
+    };
+    std::uniform_real_distribution<float> q_gain(0.25f, 3.f);
+    std::vector<float> gains(pr.total_q() * pr.heads_q);
+    for (float& g : gains) g = q_gain(rng);
+    scale_rows(in.q, D, [&](int64_t row) { return gains[row]; });
+    scale_rows(in.k, pr.heads_kv * D, [&](int64_t pos) {
+      return 1.f + pr.key_ramp * float(pos % pr.seqlen_k) / 64.f;
+    });
+  }
   fill(in.v, pr.total_k() * pr.heads_kv * D, 1.f);
   if (pr.bias)
     fill(in.bias, (pr.bias_bcast_b ? 1 : pr.batch) * (pr.bias_bcast_h ? 1 : pr.heads_q) *
