@@ -19,6 +19,11 @@ struct Sm90Block {
 // K/V bytes one group of the causal order may keep live in L2 when the host gives none
 // (FlashFwdParams::l2_kv_bytes == 0): about the H100/H200 L2 (50 MiB) less what Q and O stream.
 inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
+// The same for blocks that draw their items (kDrawItems): a draw balances the blocks whatever
+// the group's size, so the group can shrink to about what the ~grid items in flight read. On
+// an H100 the 48 MiB groups' K/V came back from DRAM: 8 MiB measured +15% (head_dim 64) and
+// +26% (128) at causal 1k, +4-5% at 2k (NOTES.md session 14).
+inline constexpr i64 kSm90DrawnL2KvBytes = i64(8) << 20;
 
 // Causal persistent order (kSnake). Items are (q block, head, sequence); the (head, sequence)
 // pairs are cut into groups of `group` pairs whose K and V fit the L2 budget together (whole
@@ -29,8 +34,9 @@ inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
 // rounds in a snake (odd rounds reversed, the parity running on across groups), as before the
 // grouping: block sums of work stay within a few percent of each other while a group spans
 // >= ~3 rounds, which the 48 MiB default gives at every head_dim (smaller budgets do not:
-// bench/cuda/sched_sim.py). 32-bit arithmetic (item counts are far below 2^32): 64-bit
-// divisions are long code or calls, and the producer runs on 24 registers.
+// bench/cuda/sched_sim.py); drawn items run through the groups unpadded, in any size. 32-bit
+// arithmetic (item counts are far below 2^32): 64-bit divisions are long code or calls, and
+// the producer runs on 24 registers.
 struct Sm90CausalOrder {
   u32 pairs, q_blocks, group;  // (head, sequence) pairs, q blocks per pair, pairs per group
   u32 rounds;                  // rounds of gridDim.x items per full group
@@ -42,7 +48,8 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   o.pairs = u32(p.heads_q * p.batch);
   o.q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
   // In units of 256 B (K plus V of one key row of 64 columns; head_dim is a multiple of 64).
-  const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : kSm90L2KvBytes) >> 8;
+  const i64 fallback = C::kDrawItems ? kSm90DrawnL2KvBytes : kSm90L2KvBytes;
+  const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : fallback) >> 8;
   const u32 kv_head = max_of<u32>(1, u32(p.seqlen_k) * u32(C::kHeadDim / 64));
   const u32 kv_heads = max_of<u32>(1, u32(min_of<i64>(budget, 0xffffffffll)) / kv_head);
   o.group = min_of<u32>(o.pairs, kv_heads * u32(p.heads_q / p.heads_kv));
