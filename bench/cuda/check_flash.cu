@@ -267,9 +267,9 @@ std::vector<Problem> problems_for(std::mt19937_64& rng) {
   out.push_back(packed);
   // Row maxima that rise by more than the lag from key tile to key tile, more in some rows of a
   // warp than in others: the reference max moves after the first tile and O is rescaled (sm90a
-  // softmax_deferred / rescale_o). Random logits of unit spread never rise that far.
-  // Square (causal masks are top-left aligned: rows past the first key tile see later tiles);
-  // the widest softcap of base(), which bounds how far a row can rise.
+  // softmax_deferred / rescale_o); random logits of unit spread never rise that far. Square, so
+  // that causal rows (top-left aligned) reach later tiles; softcap 30, the widest of base()'s,
+  // since the cap bounds the rise.
   Problem ramp = base();
   ramp.seqlen_q = ramp.seqlen_k = 256 + len(rng);
   ramp.cap = 30.f;
