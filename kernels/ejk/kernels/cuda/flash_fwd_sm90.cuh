@@ -310,6 +310,39 @@ struct Sm90Cursor {
   u32 records = 0;  // item records read so far
 };
 
+// An item for a consumer warpgroup whose 64 rows all lie past the block's valid rows (the last
+// q block of a sequence whose length is no multiple of block_q: 1k rows in 192-row blocks end
+// with 64): nothing to compute or store, only its part of the protocol, so that the
+// warpgroups with rows run alone instead of beside two that compute padding. Each of the
+// item's tiles is waited for before its release (a release ahead of the load would count
+// toward the slot's previous use), its turns are passed on in ring order, and the Q tile is
+// released once it has landed.
+template <class C>
+__device__ __forceinline__ void sm90_pass_item(const Sm90Smem<C>& sm, const Sm90Block& blk,
+                                               Sm90Cursor& cur, int cwg, int lane) {
+  const int tiles = blk.tiles();
+  if (tiles == 0) {
+    if (C::kItemRecord) sm90_release(sm.q_empty(), lane);  // lane 0 read the record
+    return;
+  }
+  mbar_wait(sm.q_full(), cur.q_loads & 1);
+  sm90_release(sm.q_empty(), lane);
+  for (int t = 0; t < tiles; ++t) {
+    const int st = int((cur.kv + t) % C::kStages);
+    const u32 ph = ((cur.kv + t) / C::kStages) & 1;
+    mbar_wait(sm.k_full(st), ph);
+    if (C::kPingPong) {
+      named_bar_sync(1 + cwg, 256);
+      named_bar_arrive(1 + (cwg + 1) % C::kConsumers, 256);
+    }
+    sm90_release(sm.k_empty(st), lane);
+    mbar_wait(sm.v_full(st), ph);
+    sm90_release(sm.v_empty(st), lane);
+  }
+  cur.kv += tiles;
+  ++cur.q_loads;
+}
+
 // One work item of consumer warpgroup cwg: rows 64 cwg .. 64 cwg + 63 of its q block.
 template <class C>
 __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
@@ -328,6 +361,10 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // sQ_wg shuffles again for that case (below 256 a no-op that ptxas keeps: dropping it
   // changed the code of eight check kernels, none measured).
   const int cwg = C::kHeadDim < 256 ? __shfl_sync(0xffffffffu, warp / 4, 0) : warp / 4;
+  // Three consumers only: the early return cost the 128 x 128 kernels with Q in registers 8-10%
+  // on shapes where it never runs (NOTES.md session 13).
+  if (C::kConsumers == 3 && cwg * 64 >= blk.valid_q)
+    return sm90_pass_item<C>(sm, blk, cur, cwg, lane);
   const int warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
