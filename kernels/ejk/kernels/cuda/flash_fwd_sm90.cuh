@@ -63,9 +63,12 @@ struct FlashFwdSm90Config {
   // S = Q K^T takes Q as register A fragments, loaded once per item (kGeometry.q_in_registers).
   static constexpr bool kQInRegs = kGeometry.q_in_registers();
   static constexpr int kQFragSteps = kQInRegs ? D / 16 : 1;  // k steps of 16 (1: unused)
-  // Persistent causal blocks take items in L2-sized head groups, heaviest first, in a snake
-  // order (sm90_causal_order, sm90_item), or drawn in that order (kDrawItems).
-  static constexpr bool kSnake = kPersistent && F.causal && !F.window;
+  // Causal kernels without a window take items in L2-sized head groups, heaviest first
+  // (sm90_causal_order): persistent blocks in a snake (sm90_item) or drawn in that order
+  // (kDrawItems); one block per item in the grid's order, which the hardware hands to the SMs
+  // as they free up, as a draw does (v57; before, each pair's q blocks in turn).
+  static constexpr bool kCausalOrder = F.causal && !F.window;
+  static constexpr bool kSnake = kPersistent && kCausalOrder;
   // Persistent blocks of one or two consumer warpgroups take each item from the producer's
   // record (Sm90ItemRecord) instead of decoding it themselves (the decode was ~6% of the
   // consumer warps' samples at head_dim 64 causal 1k): head_dim 128 x 128 +0.7..+2.7% from 1k
@@ -78,6 +81,8 @@ struct FlashFwdSm90Config {
   // first takes the next heaviest item (the snake's block sums differ by 1.4-3% at 1k-2k,
   // bench/cuda/sched_sim.py).
   static constexpr bool kDrawItems = kSnake && kItemRecord;
+  // Blocks that take their items as they free up need no padding of the order's groups.
+  static constexpr bool kUnpaddedOrder = kCausalOrder && (kDrawItems || !kPersistent);
   // Register split of the 64K-register file at one block per SM (384 threads start at 168,
   // 512 at 128): the producer is one issuing thread and needs few, the consumers hold S, P and
   // O (head_dim 256: O alone is 128). 128 * 24 + 256 * 240 and 128 * 24 + 384 * 160 fit in 65536.

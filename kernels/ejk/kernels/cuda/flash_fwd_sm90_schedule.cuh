@@ -24,8 +24,12 @@ inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
 // an H100 the 48 MiB groups' K/V came back from DRAM: 8 MiB measured +15% (head_dim 64) and
 // +26% (128) at causal 1k, +4-5% at 2k (NOTES.md session 14).
 inline constexpr i64 kSm90DrawnL2KvBytes = i64(8) << 20;
+// And for one block per item, whose blocks the hardware hands out as SMs free up (v57): at
+// head_dim 256 causal 2k / 4k / 8k 16 MiB read +5.3 / +8.0 / +9.6% over the order before
+// (each pair's q blocks in turn), 8 MiB only +0.7..+1.2% (session 15).
+inline constexpr i64 kSm90PerItemL2KvBytes = i64(16) << 20;
 
-// Causal persistent order (kSnake). Items are (q block, head, sequence); the (head, sequence)
+// Causal order (kCausalOrder). Items are (q block, head, sequence); the (head, sequence)
 // pairs are cut into groups of `group` pairs whose K and V fit the L2 budget together (whole
 // GQA groups: the q heads of one kv head are neighbours), and a group's items run heaviest
 // first (the last q blocks first, pairs fastest), so the ~grid items in flight share a few
@@ -34,9 +38,9 @@ inline constexpr i64 kSm90DrawnL2KvBytes = i64(8) << 20;
 // rounds in a snake (odd rounds reversed, the parity running on across groups), as before the
 // grouping: block sums of work stay within a few percent of each other while a group spans
 // >= ~3 rounds, which the 48 MiB default gives at every head_dim (smaller budgets do not:
-// bench/cuda/sched_sim.py); drawn items run through the groups unpadded, in any size. 32-bit
-// arithmetic (item counts are far below 2^32): 64-bit divisions are long code or calls, and
-// the producer runs on 24 registers.
+// bench/cuda/sched_sim.py); drawn items and one block per item (kUnpaddedOrder) run through
+// the groups unpadded, in any size. 32-bit arithmetic (item counts are far below 2^32):
+// 64-bit divisions are long code or calls, and the producer runs on 24 registers.
 struct Sm90CausalOrder {
   u32 pairs, q_blocks, group;  // (head, sequence) pairs, q blocks per pair, pairs per group
   u32 rounds;                  // rounds of gridDim.x items per full group
@@ -48,15 +52,18 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   o.pairs = u32(p.heads_q * p.batch);
   o.q_blocks = u32(ceil_div<i64>(p.seqlen_q, C::kBlockQ));
   // In units of 256 B (K plus V of one key row of 64 columns; head_dim is a multiple of 64).
-  const i64 fallback = C::kDrawItems ? kSm90DrawnL2KvBytes : kSm90L2KvBytes;
+  const i64 fallback = C::kDrawItems     ? kSm90DrawnL2KvBytes
+                       : C::kPersistent ? kSm90L2KvBytes
+                                        : kSm90PerItemL2KvBytes;
   const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : fallback) >> 8;
   const u32 kv_head = max_of<u32>(1, u32(p.seqlen_k) * u32(C::kHeadDim / 64));
   const u32 kv_heads = max_of<u32>(1, u32(min_of<i64>(budget, 0xffffffffll)) / kv_head);
   o.group = min_of<u32>(o.pairs, kv_heads * u32(p.heads_q / p.heads_kv));
   // Only where the ungrouped order has fewer than 4 items of a pair in flight (pairs > grid / 4),
   // i.e. reads most K/V tiles from DRAM: with more, it shares them in L2 already and the groups
-  // measured 4-7% slower (S >= 8k, head_dim 128 and 256; NOTES.md v12).
-  if (4 * o.pairs <= gridDim.x) o.group = o.pairs;
+  // measured 4-7% slower (S >= 8k, head_dim 128 and 256; NOTES.md v12). Persistent grids
+  // only: one block per item has a grid of every item.
+  if (C::kPersistent && 4 * o.pairs <= gridDim.x) o.group = o.pairs;
   o.rounds = ceil_div<u32>(o.group * o.q_blocks, gridDim.x);
   return o;
 }
@@ -138,10 +145,10 @@ template <class C>
 __device__ __forceinline__ bool sm90_decode(const FlashFwdParams& p, i64 item, Sm90ItemRecord& r) {
   // 32-bit: item counts are far below 2^32, and 64-bit divisions are long code.
   u32 qb, hz, q_blocks;
-  if constexpr (C::kSnake) {
+  if constexpr (C::kCausalOrder) {
     const Sm90CausalOrder o = sm90_causal_order<C>(p);
-    // Drawn items run through the groups unpadded.
-    const u32 it = u32(item), per_group = C::kDrawItems ? o.group * o.q_blocks : o.rounds * gridDim.x;
+    const u32 it = u32(item),
+              per_group = C::kUnpaddedOrder ? o.group * o.q_blocks : o.rounds * gridDim.x;
     const u32 c = it / per_group, local = it - c * per_group;
     const u32 pairs_c = min_of<u32>(o.group, o.pairs - c * o.group);  // the last may be short
     if (local >= pairs_c * o.q_blocks) return false;                   // padding
