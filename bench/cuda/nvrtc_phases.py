@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Where a cold NVRTC compile of one sm90a flash variant spends its time, per phase.
+
+  nvrtc_phases.py [--d 128] [--bq 128] [--bk 128] [--causal] [--segments] [--sinks] [--bias]
+                  [--window] [--softcap] [--runs 5] [-- extra NVRTC options]
+
+From the repository root, on any machine with libnvrtc.so.13 (no GPU needed): renders
+templates/flash_fwd.cuda.cu.tmpl for the variant, compiles it `--runs` times with the runtime's
+options (runtime/src/cuda/nvrtc_compiler.cpp) plus NVRTC's `--time`, with CUDA_CACHE_DISABLE=1
+(NVRTC 13 otherwise answers a repeated program from the driver's compute cache), and prints the
+median of each phase (front end, NVVM optimizer, PTX translation = ptxas) and of the total.
+The headers come from kernels/ on disk, not embedded: the compile is the same.
+"""
+import argparse, ctypes, os, re, statistics, sys, tempfile, time
+
+FLAGS = ("causal", "window", "segments", "softcap", "sinks", "bias")
+
+
+def render(a):
+    text = open("templates/flash_fwd.cuda.cu.tmpl").read()
+    values = {"banner": "// nvrtc_phases.py", "key": "nvrtc_phases", "target": "sm90a",
+              "dtype": "bf16", "head_dim": a.d, "block_q": a.bq, "block_k": a.bk, "symbol": "kern"}
+    values.update({f: "true" if getattr(a, f) else "false" for f in FLAGS})
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: str(values[m.group(1)]), text)
+
+
+def compile_once(lib, src, extra):
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"variant.cu", 0, None, None) != 0:
+        sys.exit("nvrtcCreateProgram failed")
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    with tempfile.TemporaryDirectory() as tmp:
+        times = os.path.join(tmp, "times.csv")  # NVRTC appends to an existing file
+        opts = ["--gpu-architecture=sm_90a", "-std=c++20", "--ptxas-options=-v", "-default-device",
+                "-DNDEBUG", "-Ikernels", f"-I{cuda}/include", f"--time={times}"] + extra
+        argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+        t0 = time.perf_counter()
+        rc = lib.nvrtcCompileProgram(prog, len(opts), argv)
+        wall = 1000 * (time.perf_counter() - t0)
+        if rc != 0:
+            n = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+            log = ctypes.create_string_buffer(n.value)
+            lib.nvrtcGetProgramLog(prog, log)
+            sys.exit(log.value.decode()[:3000])
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+        # A header line, then "file, phase, value, ms" per phase.
+        phases = [float(l.split(",")[2]) for l in open(times).read().splitlines()[1:] if l.strip()]
+    return phases, wall
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--bq", type=int, default=128)
+    ap.add_argument("--bk", type=int, default=128)
+    ap.add_argument("--runs", type=int, default=5)
+    for f in FLAGS:
+        ap.add_argument(f"--{f}", action="store_true")
+    a, extra = ap.parse_known_args()
+    extra = [e for e in extra if e != "--"]
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    lib = ctypes.CDLL("libnvrtc.so.13")
+    src = render(a).encode()
+    runs = [compile_once(lib, src, extra) for _ in range(a.runs)]
+    med = lambda xs: statistics.median(xs)
+    names = ("front end", "NVVM", "ptxas")
+    cols = "  ".join(f"{n} {med([r[0][i] for r in runs]):.0f}" for i, n in enumerate(names))
+    walls = sorted(r[1] for r in runs)
+    flags = ".".join(f for f in FLAGS if getattr(a, f)) or "plain"
+    print(f"d{a.d} bq{a.bq} bk{a.bk} {flags}: {cols}  ms; wall median {med(walls):.0f} "
+          f"(min {walls[0]:.0f}, max {walls[-1]:.0f}) over {a.runs} cold compiles")
+
+
+if __name__ == "__main__":
+    main()
