@@ -69,12 +69,12 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
 }
 
 // The n-th work item of this block, or -1 past its last. One block per item: blockIdx.x (the
-// grid is 1-D; items have q blocks fastest). Persistent: round n's items n * grid .. + grid - 1;
+// grid is 1-D). Persistent: round n's items n * grid .. + grid - 1;
 // the causal order's (padded, see above) in a snake: odd rounds reversed. Otherwise blocks of
 // three consumers rotate by one slot per round: where the grid is a multiple of the q blocks
 // per head (132 SMs, 1k rows in 192-row blocks: 6) a fixed slot gave each block one q block
 // for the whole launch, and the short last ones (64 rows, which sm90_pass_item makes cheap) all
-// to 22 blocks (d64 192 x 128 non-causal 1k: +7.8%, session 15). Two consumers keep the fixed
+// to 22 blocks (d64 192 x 128 non-causal 1k: +5.6..+7.8%, session 15). Two consumers keep the fixed
 // slot (their partial items cost a full one; rotated, d128 128 x 128 read -1.3%).
 template <class C>
 __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
