@@ -17,10 +17,11 @@ import sys
 GRID = 132  # H100 / H200 SMs
 
 
-def group_size(pairs, ratio, seqlen_k, head_dim, budget):
+def group_size(pairs, ratio, seqlen_k, head_dim, budget, persistent=True):
     kv_heads = max(1, (budget >> 8) // max(1, seqlen_k * head_dim // 64))
     g = min(pairs, kv_heads * ratio)
-    return pairs if 4 * pairs <= GRID else g  # the rule: groups only below 4 items/pair in flight
+    # the rule (persistent grids only): groups only below 4 items/pair in flight
+    return pairs if persistent and 4 * pairs <= GRID else g
 
 
 def loads(pairs, q_blocks, group, cost, grid=GRID):
@@ -57,7 +58,7 @@ def per_item(budgets_mib):
             ideal = sum(in_turn) / GRID
             out = [f"in turn {list_schedule(in_turn) / ideal:.3f}"]
             for mib in budgets_mib:
-                g = min(pairs, max(1, (mib << 20 >> 8) // (S * D // 64)))
+                g = group_size(pairs, 1, S, D, mib << 20, persistent=False)
                 grouped = [cost(qb) for c in range(0, pairs, g) for qb in heavy_first
                            for _ in range(min(g, pairs - c))]
                 out.append(f"{mib} MiB G={g:3d} {list_schedule(grouped) / ideal:.3f}")

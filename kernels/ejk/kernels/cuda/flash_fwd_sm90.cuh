@@ -325,11 +325,9 @@ struct Sm90Cursor {
 template <class C>
 __device__ __forceinline__ void sm90_pass_item(const Sm90Smem<C>& sm, const Sm90Block& blk,
                                                Sm90Cursor& cur, int cwg, int lane) {
+  static_assert(!C::kItemRecord, "three consumers decode their items: no record to release");
   const int tiles = blk.tiles();
-  if (tiles == 0) {
-    if (C::kItemRecord) sm90_release(sm.q_empty(), lane);  // lane 0 read the record
-    return;
-  }
+  if (tiles == 0) return;  // no Q and no tiles were loaded for it
   mbar_wait(sm.q_full(), cur.q_loads & 1);
   sm90_release(sm.q_empty(), lane);
   for (int t = 0; t < tiles; ++t) {
@@ -368,8 +366,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   const int cwg = C::kHeadDim < 256 ? __shfl_sync(0xffffffffu, warp / 4, 0) : warp / 4;
   // Three consumers only: the early return cost the 128 x 128 kernels with Q in registers 8-10%
   // on shapes where it never runs (NOTES.md session 13).
-  if (C::kConsumers == 3 && cwg * 64 >= blk.valid_q)
-    return sm90_pass_item<C>(sm, blk, cur, cwg, lane);
+  if constexpr (C::kConsumers == 3)
+    if (cwg * 64 >= blk.valid_q) return sm90_pass_item<C>(sm, blk, cur, cwg, lane);
   const int warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
