@@ -59,8 +59,9 @@ def per_item(budgets_mib):
             out = [f"in turn {list_schedule(in_turn) / ideal:.3f}"]
             for mib in budgets_mib:
                 g = group_size(pairs, 1, S, D, mib << 20, persistent=False)
-                grouped = [cost(qb) for c in range(0, pairs, g) for qb in heavy_first
-                           for _ in range(min(g, pairs - c))]
+                # the short group (pairs % g) first, as sm90_decode takes it
+                sizes = ([pairs % g] if pairs % g else []) + [g] * (pairs // g)
+                grouped = [cost(qb) for n in sizes for qb in heavy_first for _ in range(n)]
                 out.append(f"{mib} MiB G={g:3d} {list_schedule(grouped) / ideal:.3f}")
             print(f"D={D:3d} bk={bk} S={S:5d} pairs={pairs:4d} | " + " | ".join(out))
 
