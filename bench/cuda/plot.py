@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """TFLOP/s vs sequence length per (head_dim, causal) case: ours (best tile per shape) against
 the peers measured in the same run. Reads a results folder written by bench_issue.sh
-(ours.jsonl, peers.jsonl, optional jax.jsonl) and writes flash_fwd_tflops.png into it. Window
+(ours.jsonl, peers.jsonl, optional jax.jsonl), or one written by paired.py (paired.jsonl: the
+default key and the SDPA peers row by row over passes; plotted as the medians over passes, the
+numbers its ratios come from), and writes flash_fwd_tflops.png into it. Window
 rows (GQA + causal window + softcap, EJK_BENCH_WINDOW) get a panel of their own against
 FlexAttention, whose TFLOP/s count the same visible pairs as ours.
 
   python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-22
+  python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-25-s16/c2/paired
 """
-import json, os, sys
+import json, os, statistics, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -17,7 +20,22 @@ def rows(path):
     return [json.loads(l) for l in open(path) if l.startswith("{")] if os.path.exists(path) else []
 
 
+def paired(folder):
+    """best and peers as main() builds them, from paired.py's rows: medians over the passes."""
+    by = {}
+    for r in rows(os.path.join(folder, "paired.jsonl")):
+        by.setdefault((r["d"], r["causal"], r["s"]), []).append(r)
+    med = lambda rs, k: statistics.median(r[k] for r in rs)
+    best = {key: med(rs, "ours") for key, rs in by.items()}
+    peers = {key: {name: {"tflops": med(rs, name)} for name in ("cudnn", "flash2")}
+             for key, rs in by.items()}
+    return best, peers
+
+
 def main(folder):
+    if os.path.exists(os.path.join(folder, "paired.jsonl")):
+        best, peers = paired(folder)
+        return draw(folder, best, peers, {}, {})
     best, window = {}, {}
     for r in rows(os.path.join(folder, "ours.jsonl")):
         if "window" in r:  # TFLOP/s and the FLOPs behind them (for the peer's rate)
@@ -29,6 +47,10 @@ def main(folder):
     peer_rows = rows(os.path.join(folder, "peers.jsonl"))
     peers = {(r["d"], r["causal"], r["s"]): r for r in peer_rows if "d" in r}
     flex = {r["s"]: r["ms"] for r in peer_rows if r.get("peer") == "torch_flex"}
+    return draw(folder, best, peers, window, flex)
+
+
+def draw(folder, best, peers, window, flex):
     jax = {}
     for r in rows(os.path.join(folder, "jax.jsonl")):
         jax[(128, r["causal"] == "--causal", r["s"])] = r["row"]["fwd_tflops"]
