@@ -194,13 +194,36 @@ template <class C>
 __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
                                                  RowState (&rows)[1][2], float (&alpha)[2],
                                                  float exp_scale) {
+  // This lane's maxima of the two rows, in up to four FMNMX chains (the exponentials wait
+  // for them; one linear chain of kNTiles was their latency).
+  constexpr int kChains = C::kNTiles % 4 == 0 ? 4 : C::kNTiles % 2 == 0 ? 2 : 1;
+  float mxs[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float mx = neg_inf_f32();
+    float part[kChains];
 #pragma unroll
-    for (int nt = 0; nt < C::kNTiles; ++nt)
-      mx = fmax_f32(mx, fmax_f32(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
-    mx = quad_max(mx) * exp_scale;  // -inf stays -inf (exp_scale > 0)
+    for (int j = 0; j < kChains; ++j) part[j] = fmax_f32(s[0][j][2 * half], s[0][j][2 * half + 1]);
+#pragma unroll
+    for (int nt = kChains; nt < C::kNTiles; ++nt)
+      part[nt % kChains] =
+          fmax_f32(part[nt % kChains], fmax_f32(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
+#pragma unroll
+    for (int w = kChains / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int j = 0; j < w; ++j) part[j] = fmax_f32(part[j], part[j + w]);
+    mxs[half] = part[0] * exp_scale;  // -inf stays -inf (exp_scale > 0)
+  }
+  // The quad's row max matters only where it raises the reference: when no lane of the warp
+  // sees a score above m + kMaxLag (all but a row's first tiles), m stays and the two quad
+  // reductions are skipped; r.top then holds this lane's maximum (quad_max'ed at the finish).
+  const bool need = mxs[0] > rows[0][0].m + kMaxLag || mxs[1] > rows[0][1].m + kMaxLag;
+  if (__any_sync(0xffffffffu, need)) {
+    mxs[0] = quad_max(mxs[0]);
+    mxs[1] = quad_max(mxs[1]);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float mx = mxs[half];
     RowState& r = rows[0][half];
     r.top = fmax_f32(r.top, mx);
     const bool raise = mx > r.m + kMaxLag;  // m = -inf: any visible key raises it
@@ -475,6 +498,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   probe.mark(kProbeLoop);
   // The row sums are final once the last softmax is done: the normalisation and the lse run
   // while the last P V is still on the tensor cores.
+  rows[0][0].top = quad_max(rows[0][0].top);  // lane maxima (softmax_deferred)
+  rows[0][1].top = quad_max(rows[0][1].top);
   finish_rows<C>(rows, p, blk.h);
   write_lse<C>(rows, p, seq, blk.h, blk.q0, warp_row0, lane);
   probe.mark(kProbeFinish);
