@@ -42,6 +42,7 @@ std::vector<std::pair<std::string, std::string>> kernel_headers() {
                         "ejk/kernels/cuda/flash_fwd_sm90_probe.cuh",
                         "ejk/kernels/cuda/flash_fwd_sm90_schedule.cuh",
                         "ejk/kernels/cuda/flash_fwd_sm90_pipeline.cuh",
+                        "ejk/kernels/cuda/flash_fwd_sm90_steps.cuh",
                         "ejk/kernels/cuda/flash_fwd_sm90.cuh", "ejk/kernels/cuda/flash_fwd.cuh"})
     h.emplace_back(p, read_file(std::string("kernels/") + p));
   return h;

@@ -1,0 +1,174 @@
+// The sm_90a flash forward's per-tile steps of a consumer warpgroup (flash_fwd_sm90.cuh runs
+// them in its tile loop): issuing S = Q K^T (Q from shared memory or from registers) and
+// O += P V as wgmma groups, the online softmax of an S tile with its lagged reference max, P's
+// packing into the P V A fragments and O's rescale. C is the block's FlashFwdSm90Config.
+#pragma once
+#include "ejk/kernels/cuda/flash_fwd_tile.cuh"
+#include "ejk/kernels/cuda/wgmma.cuh"
+
+namespace ejk::cuda {
+
+// Byte offset of 16-byte chunk c (along D) of row r in a swizzled tile of `rows` rows.
+template <class C> __device__ __forceinline__ u32 sw128_offset(int r, int c, int rows) {
+  return u32((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r & 7)) << 4));
+}
+
+// Pins accumulator registers after a wgmma wait: without it the compiler may read them
+// before the wait (the asm that wrote them "finished" at issue as far as it knows).
+template <int N> __device__ __forceinline__ void fence_operands(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Issues S = Q K^T for the warpgroup's 64 rows (zeroed first): D/16 wgmmas, both operands
+// K-major in shared memory. The caller fences before and commits/waits after.
+template <class C>
+__device__ __forceinline__ void qk_issue(float (&s)[1][C::kNTiles][4], u32 sQ_wg, u32 sK) {
+  const u64 a0 = smem_desc_sw128(sQ_wg, 16, 1024), b0 = smem_desc_sw128(sK, 16, 1024);
+#pragma unroll
+  for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
+    // k step kk: column block kk / 4, 32 bytes per 16 elements inside the 128-byte row.
+    const u64 a = smem_desc_advance(a0, (kk / 4) * C::kBlockQ * 128 + (kk % 4) * 32);
+    const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
+    wgmma_ss<C::kBlockK, C::kElem>(&s[0][0][0], a, b);
+  }
+}
+
+// Loads the warp's 16 rows of the Q tile as wgmma A fragments (the mma A layout: a[kk] holds
+// rows g, g + 8 at columns 16 kk + 2 t, + 8; g = lane / 4, t = lane % 4): one ldmatrix.x4 per
+// k step, lane L addressing row (L & 7) + 8 ((L >> 3) & 1) of chunk 2 kk + L / 16, through the
+// tile's 128-byte swizzle.
+template <class C>
+__device__ __forceinline__ void load_q_fragments(u32 (&qf)[C::kQFragSteps][4], u32 sQ,
+                                                 int warp_row0, int lane) {
+  const int r = warp_row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int kk = 0; kk < C::kQFragSteps; ++kk)
+    ldmatrix_x4(qf[kk], sQ + sw128_offset<C>(r, 2 * kk + (lane >> 4), C::kBlockQ));
+}
+
+// S = Q K^T with Q's fragments in registers: only K is read from shared memory.
+template <class C>
+__device__ __forceinline__ void qk_issue_rs(float (&s)[1][C::kNTiles][4],
+                                            const u32 (&qf)[C::kQFragSteps][4], u32 sK) {
+  const u64 b0 = smem_desc_sw128(sK, 16, 1024);
+#pragma unroll
+  for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
+    const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
+    wgmma_rs<C::kBlockK, C::kElem, false>(&s[0][0][0], qf[kk], b);
+  }
+}
+
+template <int N> __device__ __forceinline__ void zero(float (&x)[1][N][4]) {
+#pragma unroll
+  for (int t = 0; t < N; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[0][t][i] = 0.f;
+}
+
+// P (probabilities in S fragments) packed to the 16-bit A fragments of the P V wgmmas.
+template <class C>
+__device__ __forceinline__ void pack_p(u32 (&a)[C::kBlockK / 16][4], const float (&s)[1][C::kNTiles][4]) {
+#pragma unroll
+  for (int kk = 0; kk < C::kBlockK / 16; ++kk) {
+    a[kk][0] = pack2<C::kElem>(s[0][2 * kk][0], s[0][2 * kk][1]);
+    a[kk][1] = pack2<C::kElem>(s[0][2 * kk][2], s[0][2 * kk][3]);
+    a[kk][2] = pack2<C::kElem>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+    a[kk][3] = pack2<C::kElem>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+  }
+}
+
+// Issues O += P V: P from registers (packed before the caller's fence: registers a wgmma
+// reads must not be written between the fence and the wgmma), V MN-major in shared memory.
+template <class C>
+__device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
+                                         const u32 (&a)[C::kBlockK / 16][4], u32 sV) {
+  // 64-column blocks LBO apart, 8-row groups SBO 1024 B apart.
+  const u64 b0 = smem_desc_sw128(sV, C::kBlockK * 128, 1024);
+#pragma unroll
+  for (int kk = 0; kk < C::kBlockK / 16; ++kk) {
+    const u64 b = smem_desc_advance(b0, kk * 16 * 128);  // keys 16 kk .. 16 kk + 15
+    wgmma_rs<C::kHeadDim, C::kElem, true>(&o[0][0][0], a[kk], b);
+  }
+}
+
+// Online softmax of a new S tile without touching O: returns each row's rescale factor, which
+// the caller applies to O once the P V wgmma still accumulating into it has finished.
+// s holds x / exp_scale for log2 logits x (exp_scale > 0: raw dot products with the scale
+// folded in, or 1): the max is taken on s and scaled once per row, and each score costs one
+// FFMA and one ex2. Masked entries are -inf either way.
+// The reference max m moves only when a tile's max exceeds it by more than kMaxLag (log2
+// units; FlashAttention-4's rule): probabilities are then <= 2^kMaxLag (exact in fp32, and
+// bf16 / f16 keep their relative precision up to 256), the sums stay exact relative to m,
+// finish_rows moves them to the true max, and O needs rescaling only in the few tiles where m
+// moved, so rescale_o skips it in the others.
+inline constexpr float kMaxLag = 8.f;
+
+template <class C>
+__device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
+                                                 RowState (&rows)[1][2], float (&alpha)[2],
+                                                 float exp_scale) {
+  // This lane's maxima of the two rows, in up to four FMNMX chains (the exponentials wait
+  // for them; one linear chain of kNTiles was their latency).
+  constexpr int kChains = C::kNTiles % 4 == 0 ? 4 : C::kNTiles % 2 == 0 ? 2 : 1;
+  float mxs[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float part[kChains];
+#pragma unroll
+    for (int j = 0; j < kChains; ++j) part[j] = fmax_f32(s[0][j][2 * half], s[0][j][2 * half + 1]);
+#pragma unroll
+    for (int nt = kChains; nt < C::kNTiles; ++nt)
+      part[nt % kChains] =
+          fmax_f32(part[nt % kChains], fmax_f32(s[0][nt][2 * half], s[0][nt][2 * half + 1]));
+#pragma unroll
+    for (int w = kChains / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int j = 0; j < w; ++j) part[j] = fmax_f32(part[j], part[j + w]);
+    mxs[half] = part[0] * exp_scale;  // -inf stays -inf (exp_scale > 0)
+  }
+  // The quad's row max matters only where it raises the reference: when no lane of the warp
+  // sees a score above m + kMaxLag (all but a row's first tiles), m stays and the two quad
+  // reductions are skipped; r.top then holds this lane's maximum (quad_max'ed at the finish).
+  // m stays the same in the four lanes of a row: it only ever moves to a quad-reduced max.
+  // Head_dim 128 +1..+5%, the rest within -0.5..+3% (the chains alone: noise; session 16).
+  const bool need = mxs[0] > rows[0][0].m + kMaxLag || mxs[1] > rows[0][1].m + kMaxLag;
+  if (__any_sync(0xffffffffu, need)) {
+    mxs[0] = quad_max(mxs[0]);
+    mxs[1] = quad_max(mxs[1]);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float mx = mxs[half];
+    RowState& r = rows[0][half];
+    r.top = fmax_f32(r.top, mx);
+    const bool raise = mx > r.m + kMaxLag;  // m = -inf: any visible key raises it
+    const float m_new = raise ? mx : r.m;
+    const float m_use = m_new == neg_inf_f32() ? 0.f : m_new;  // see online_softmax
+    alpha[half] = raise ? fast_exp2(r.m - m_use) : 1.f;
+    r.m = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float pj = fast_exp2(fmaf(s[0][nt][2 * half + j], exp_scale, -m_use));
+        s[0][nt][2 * half + j] = pj;
+        sum += pj;
+      }
+    r.l = r.l * alpha[half] + sum;
+  }
+}
+
+// Skipped (exactly: the factors are 1) when no row of the warp moved its reference max in this
+// tile, which with the lag above is all but the first tiles of a row.
+template <class C>
+__device__ __forceinline__ void rescale_o(float (&o)[1][C::kDTiles][4], const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+  for (int dt = 0; dt < C::kDTiles; ++dt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[0][dt][i] *= alpha[i / 2];
+}
+
+}  // namespace ejk::cuda
