@@ -13,31 +13,10 @@ O=$OUT/c5; mkdir -p $O
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $O/gpu.txt
 t0=$(date +%s)
 V='bf16.d64.bq128.bk128.causal.wgmma$,bf16.d64.bq128.bk128.causal.wgmma.nopp$,bf16.d64.bq128.bk128.wgmma$,bf16.d64.bq128.bk128.wgmma.nopp$,bf16.d64.bq192.bk128.wgmma$'
-order=(v61n v61l1 v61l2)
-for pass in 1 2 3; do
-  for i in 0 1 2; do
-    side=${order[$(( (i + pass - 1) % 3 ))]}
-    for s in 1024 2048 4096 16384; do
-      EJK_BENCH_D=64 EJK_BENCH_S=$s EJK_BENCH_VARIANTS="$V" timeout 60 .carry/$side/check_flash bench \
-        | sed "s/^{/{\"side\": \"$side\", /" >> $O/ab.jsonl
-    done
-  done
-done
+# three passes, the builds' order rotated per pass; ab.txt: medians and ratios to v61n
+bash bench/cuda/ab_builds.sh $O/ab 3 v61n=.carry/v61n/check_flash v61l1=.carry/v61l1/check_flash \
+  v61l2=.carry/v61l2/check_flash "64:1024,2048,4096,16384:$V"
 echo "ab: $(( $(date +%s) - t0 )) s" | tee $O/times.txt
-python3 - $O/ab.jsonl <<'PY' | tee $O/ab.txt
-import json, sys, statistics as st
-by = {}
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        r = json.loads(l)
-        by.setdefault((r["causal"], r["s"], r["variant"]), {}).setdefault(r["side"], []).append(r["tflops"])
-print("causal S variant | v61n | v61l1 / v61n | v61l2 / v61n")
-for (c, s, v), sides in sorted(by.items()):
-    m = st.median(sides["v61n"])
-    cols = [f"{m:6.1f}"] + [f"{st.median(sides[k]) / m - 1:+6.1%} ({min(sides[k]) / m - 1:+.1%}..{max(sides[k]) / m - 1:+.1%})"
-                            for k in ("v61l1", "v61l2") if k in sides]
-    print(int(c), s, v, "|", " | ".join(cols))
-PY
 for side in v61l1 v61l2; do
   B=.carry/$side/check_flash
   { echo "== $side"
