@@ -8,10 +8,12 @@ From the repository root, on any machine with libnvrtc.so.13 (no GPU needed): re
 templates/flash_fwd.cuda.cu.tmpl for the variant, compiles it `--runs` times with the runtime's
 options (runtime/src/cuda/nvrtc_compiler.cpp) plus NVRTC's `--time`, with CUDA_CACHE_DISABLE=1
 (NVRTC 13 otherwise answers a repeated program from the driver's compute cache), and prints the
-median of each phase (front end, NVVM optimizer, PTX translation = ptxas) and of the total.
+median of each phase (front end, NVVM optimizer, PTX translation = ptxas) and of the total,
+and the cubin's size and SHA-256 prefix (a refactor that should not change the code: compare
+them before and after with the same options, as the reviews of sessions 15 and 16 did).
 The headers come from kernels/ on disk, not embedded: the compile is the same.
 """
-import argparse, ctypes, os, re, statistics, sys, tempfile, time
+import argparse, ctypes, hashlib, os, re, statistics, sys, tempfile, time
 
 FLAGS = ("causal", "window", "segments", "softcap", "sinks", "bias")
 
@@ -43,10 +45,14 @@ def compile_once(lib, src, extra):
             log = ctypes.create_string_buffer(n.value)
             lib.nvrtcGetProgramLog(prog, log)
             sys.exit(log.value.decode()[:3000])
+        n = ctypes.c_size_t()
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+        cubin = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetCUBIN(prog, cubin)
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
         # A header line, then "file, phase, value, ms" per phase.
         phases = [float(l.split(",")[2]) for l in open(times).read().splitlines()[1:] if l.strip()]
-    return phases, wall
+    return phases, wall, cubin.raw
 
 
 def main():
@@ -69,7 +75,8 @@ def main():
     walls = sorted(r[1] for r in runs)
     flags = ".".join(f for f in FLAGS if getattr(a, f)) or "plain"
     print(f"d{a.d} bq{a.bq} bk{a.bk} {flags}: {cols}  ms; wall median {med(walls):.0f} "
-          f"(min {walls[0]:.0f}, max {walls[-1]:.0f}) over {a.runs} cold compiles")
+          f"(min {walls[0]:.0f}, max {walls[-1]:.0f}) over {a.runs} cold compiles; cubin "
+          f"{len(runs[0][2])} B sha256 {hashlib.sha256(runs[0][2]).hexdigest()[:16]}")
 
 
 if __name__ == "__main__":
