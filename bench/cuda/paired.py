@@ -16,7 +16,8 @@ the passes (> 1: ours faster).
 import argparse, json, os, statistics, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_vs_peers as bvp
+
+PEERS = ("cudnn", "flash2")
 
 
 def ours(binary, d, s, causal):
@@ -31,14 +32,19 @@ def ours(binary, d, s, causal):
     return name, rows[0]["tflops"]
 
 
-def table(lines):
+def medians(lines):
+    """(d, causal, s) -> (the row's lines over passes, median TFLOP/s of ours and each peer)."""
     by = {}
     for r in lines:
         by.setdefault((r["d"], r["causal"], r["s"]), []).append(r)
+    return {key: (rs, {k: statistics.median(r[k] for r in rs) for k in ("ours",) + PEERS})
+            for key, rs in by.items()}
+
+
+def table(lines):
     print(f"{'D':>4} {'S':>6} {'causal':>6} | {'ours':>6} {'cuDNN':>6} {'FA2':>6} | {'x cuDNN':>7} {'range':>11} |"
           f" {'x FA2':>5} {'range':>11} | variant")
-    for (d, causal, s), rs in sorted(by.items()):
-        med = {k: statistics.median(r[k] for r in rs) for k in ("ours", "cudnn", "flash2")}
+    for (d, causal, s), (rs, med) in sorted(medians(lines).items()):
         def cell(p):
             per = [r["ours"] / r[p] for r in rs]
             return f"{med['ours'] / med[p]:{7 if p == 'cudnn' else 5}.3f} {min(per):5.3f}-{max(per):5.3f}"
@@ -54,6 +60,7 @@ def main():
     ap.add_argument("--s", default="1024,2048,4096,8192,16384")
     ap.add_argument("--causal", default="0,1")
     a = ap.parse_args()
+    import bench_vs_peers as bvp  # torch: only to time (plot.py reads medians() without it)
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "paired.jsonl")
     lines = []

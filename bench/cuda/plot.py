@@ -10,7 +10,7 @@ FlexAttention, whose TFLOP/s count the same visible pairs as ours.
   python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-22
   python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-25-s16/c2/paired
 """
-import json, os, statistics, sys
+import json, os, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -22,13 +22,11 @@ def rows(path):
 
 def paired(folder):
     """best and peers as main() builds them, from paired.py's rows: medians over the passes."""
-    by = {}
-    for r in rows(os.path.join(folder, "paired.jsonl")):
-        by.setdefault((r["d"], r["causal"], r["s"]), []).append(r)
-    med = lambda rs, k: statistics.median(r[k] for r in rs)
-    best = {key: med(rs, "ours") for key, rs in by.items()}
-    peers = {key: {name: {"tflops": med(rs, name)} for name in ("cudnn", "flash2")}
-             for key, rs in by.items()}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from paired import PEERS, medians
+    med = medians(rows(os.path.join(folder, "paired.jsonl")))
+    best = {key: m["ours"] for key, (_, m) in med.items()}
+    peers = {key: {name: {"tflops": m[name]} for name in PEERS} for key, (_, m) in med.items()}
     return best, peers
 
 
