@@ -46,13 +46,20 @@ def compile_once(lib, src, extra):
             lib.nvrtcGetProgramLog(prog, log)
             sys.exit(log.value.decode()[:3000])
         n = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+        log = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        n = ctypes.c_size_t()
         lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
         cubin = ctypes.create_string_buffer(n.value)
         lib.nvrtcGetCUBIN(prog, cubin)
+        lib.nvrtcGetPTXSize(prog, ctypes.byref(n))
+        ptx = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetPTX(prog, ptx)
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
         # A header line, then "file, phase, value, ms" per phase.
         phases = [float(l.split(",")[2]) for l in open(times).read().splitlines()[1:] if l.strip()]
-    return phases, wall, cubin.raw
+    return phases, wall, cubin.raw, log.value.decode(), ptx.value
 
 
 def main():
@@ -61,6 +68,8 @@ def main():
     ap.add_argument("--bq", type=int, default=128)
     ap.add_argument("--bk", type=int, default=128)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--log", action="store_true", help="print the last compile's log (ptxas -v)")
+    ap.add_argument("--ptx", help="write the last compile's PTX to this file")
     for f in FLAGS:
         ap.add_argument(f"--{f}", action="store_true")
     a, extra = ap.parse_known_args()
@@ -77,6 +86,10 @@ def main():
     print(f"d{a.d} bq{a.bq} bk{a.bk} {flags}: {cols}  ms; wall median {med(walls):.0f} "
           f"(min {walls[0]:.0f}, max {walls[-1]:.0f}) over {a.runs} cold compiles; cubin "
           f"{len(runs[0][2])} B sha256 {hashlib.sha256(runs[0][2]).hexdigest()[:16]}")
+    if a.log:
+        print(runs[-1][3])
+    if a.ptx:
+        open(a.ptx, "wb").write(runs[-1][4])
 
 
 if __name__ == "__main__":

@@ -20,16 +20,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 PEERS = ("cudnn", "flash2")
 
 
-def ours(binary, d, s, causal):
-    """TFLOP/s of the heuristic's key on one shape (check_flash bench's JSON line)."""
-    name = bvp.default_name(s, d, causal)
+def ours(binary, name, d, s, causal):
+    """TFLOP/s of variant `name` on one shape (check_flash bench's JSON line)."""
     env = dict(os.environ, EJK_BENCH_D=str(d), EJK_BENCH_S=str(s), EJK_BENCH_CAUSAL=str(int(causal)),
                EJK_BENCH_VARIANTS=name + "$", EJK_BENCH_WINDOW="0")
     out = subprocess.run([binary, "bench"], env=env, capture_output=True, text=True, timeout=120)
     rows = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
     if not rows:
         raise RuntimeError(f"{name} S={s}: no timing from {binary}: {out.stderr.strip()[-300:]}")
-    return name, rows[0]["tflops"]
+    return rows[0]["tflops"]
 
 
 def medians(lines):
@@ -69,7 +68,8 @@ def main():
             for d in map(int, a.d.split(",")):
                 for c in map(int, a.causal.split(",")):
                     for s in map(int, a.s.split(",")):
-                        name, tf = ours(a.binary, d, s, bool(c))
+                        name = bvp.default_name(s, d, bool(c))
+                        tf = ours(a.binary, name, d, s, bool(c))
                         peers = bvp.time_peers(s, d, bool(c))
                         r = {"pass": p, "d": d, "s": s, "causal": bool(c), "variant": name, "ours": tf,
                              **{k: v.get("tflops", float("nan")) for k, v in peers.items()}}
