@@ -2,12 +2,12 @@
 """Where a cold NVRTC compile of one sm90a flash variant spends its time, per phase.
 
   nvrtc_phases.py [--d 128] [--bq 128] [--bk 128] [--causal] [--segments] [--sinks] [--bias]
-                  [--window] [--softcap] [--runs 5] [-- extra NVRTC options]
+                  [--window] [--softcap] [--runs 5] [--log] [--ptx FILE] [-- extra NVRTC options]
 
 From the repository root, on any machine with libnvrtc.so.13 (no GPU needed): renders
 templates/flash_fwd.cuda.cu.tmpl for the variant, compiles it `--runs` times with the runtime's
-options (runtime/src/cuda/nvrtc_compiler.cpp) plus NVRTC's `--time`, with CUDA_CACHE_DISABLE=1
-(NVRTC 13 otherwise answers a repeated program from the driver's compute cache), and prints the
+options (runtime/src/cuda/nvrtc_compiler.cpp; --no-cache: a repeated program is compiled again
+rather than answered from the driver's compute cache) plus NVRTC's `--time`, and prints the
 median of each phase (front end, NVVM optimizer, PTX translation = ptxas) and of the total,
 and the cubin's size and SHA-256 prefix (a refactor that should not change the code: compare
 them before and after with the same options, as the reviews of sessions 15 and 16 did).
@@ -34,7 +34,7 @@ def compile_once(lib, src, extra):
     with tempfile.TemporaryDirectory() as tmp:
         times = os.path.join(tmp, "times.csv")  # NVRTC appends to an existing file
         opts = ["--gpu-architecture=sm_90a", "-std=c++20", "--ptxas-options=-v", "-default-device",
-                "-DNDEBUG", "-Ikernels", f"-I{cuda}/include", f"--time={times}"] + extra
+                "-DNDEBUG", "--no-cache", "-Ikernels", f"-I{cuda}/include", f"--time={times}"] + extra
         argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
         t0 = time.perf_counter()
         rc = lib.nvrtcCompileProgram(prog, len(opts), argv)
