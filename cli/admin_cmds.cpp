@@ -83,6 +83,8 @@ void add_compile_command(CLI::App& app) {
   for (const char* n : {"d", "block-q", "block-k"}) c->add_option(std::string("--") + n, (*ints)[n]);
   for (const char* n : {"causal", "window", "segments", "softcap", "sinks", "bias"})
     c->add_flag(std::string("--") + n, (*flags)[n]);
+  c->add_flag("--per-item", (*flags)["per_item"],
+              "sm90a: one block per work item instead of persistent blocks (a tuning flag)");
   c->add_flag("--json", *json, "Print one JSON object");
   c->callback([=] {
     CompileRequest r = *req;

@@ -98,10 +98,11 @@ void check_expr(const SpecReader& r, int line, const std::string& path, const st
                                      join_set(known)));
 }
 
-// A {int axis: value} map: a candidate config or a heuristic's choice.
+// A {int axis: value} map: a candidate config, or a heuristic's choice, which may also set
+// tuning flags (`tuning_flags`: true / false, stored as 1 / 0).
 std::map<std::string, int64_t> parse_choice(const SpecReader& r, const YAML::Node& n,
                                             const std::string& path,
-                                            const std::vector<AxisDef>& axes) {
+                                            const std::vector<AxisDef>& axes, bool tuning_flags) {
   Fields f = r.open_fields(n, path);
   if (f.entries().empty()) r.fail(f.line, path, "expected at least one axis");
   std::map<std::string, int64_t> out;
@@ -109,13 +110,26 @@ std::map<std::string, int64_t> parse_choice(const SpecReader& r, const YAML::Nod
     const std::string cpath = SpecReader::join(path, name);
     const AxisDef* a = nullptr;
     for (const AxisDef& x : axes) a = x.name == name ? &x : a;
-    if (!a || a->kind != AxisKind::Int) r.fail(node, cpath, "not an int axis");
+    if (tuning_flags && a && a->kind == AxisKind::Flag && a->tuning) {
+      out[name] = r.boolean(node, cpath) ? 1 : 0;
+      continue;
+    }
+    if (!a || a->kind != AxisKind::Int)
+      r.fail(node, cpath, tuning_flags ? "not an int axis or a tuning flag" : "not an int axis");
     const int64_t v = r.integer(node, cpath);
     if (!int_in_domain(*a, v))
       r.fail(node, cpath, fmt::format("{} is outside the domain ({})", v, describe_domain(*a)));
     out[name] = v;
   }
   return out;
+}
+
+// The int axes of a choice: what must match one of the backend's configs.
+std::map<std::string, int64_t> block_part(std::map<std::string, int64_t> choice,
+                                          const std::vector<AxisDef>& axes) {
+  for (const AxisDef& a : axes)
+    if (a.kind == AxisKind::Flag) choice.erase(a.name);
+  return choice;
 }
 
 std::vector<HeuristicRule> parse_heuristic(const SpecReader& r, const YAML::Node& n,
@@ -130,9 +144,9 @@ std::vector<HeuristicRule> parse_heuristic(const SpecReader& r, const YAML::Node
     rule.line = f.line;
     rule.when = f.has("when") ? r.scalar(*f.find("when"), SpecReader::join(rpath, "when")) : "true";
     check_expr(r, rule.line, SpecReader::join(rpath, "when"), rule.when, known);
-    rule.choose = parse_choice(r, *f.find("choose"), SpecReader::join(rpath, "choose"), b.axes);
-    if (!b.configs.empty() &&
-        std::find(b.configs.begin(), b.configs.end(), rule.choose) == b.configs.end())
+    rule.choose = parse_choice(r, *f.find("choose"), SpecReader::join(rpath, "choose"), b.axes, true);
+    if (!b.configs.empty() && std::find(b.configs.begin(), b.configs.end(),
+                                        block_part(rule.choose, b.axes)) == b.configs.end())
       r.fail(rule.line, SpecReader::join(rpath, "choose"), "is not one of the backend's configs");
     if (!out.empty() && out.back().when == "true")
       r.fail(rule.line, rpath, "follows a rule without 'when', so it can never apply");
@@ -273,7 +287,7 @@ BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const
     const std::string cpath = SpecReader::join(path, "configs");
     const std::vector<YAML::Node> items = r.list(*c, cpath, false);
     for (size_t i = 0; i < items.size(); ++i) {
-      b.configs.push_back(parse_choice(r, items[i], SpecReader::index(cpath, i), b.axes));
+      b.configs.push_back(parse_choice(r, items[i], SpecReader::index(cpath, i), b.axes, false));
       if (b.configs.back().size() != b.configs.front().size() ||
           !std::equal(b.configs.back().begin(), b.configs.back().end(), b.configs.front().begin(),
                       [](const auto& x, const auto& y) { return x.first == y.first; }))

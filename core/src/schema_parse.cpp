@@ -50,7 +50,7 @@ void parse_jit_range(const SpecReader& r, const YAML::Node& n, const std::string
 }
 
 AxisDef parse_axis(const SpecReader& r, const YAML::Node& n, const std::string& path) {
-  Fields f = r.fields(n, path, {"name", "kind", "prefix", "token", "values", "jit", "doc"},
+  Fields f = r.fields(n, path, {"name", "kind", "prefix", "token", "values", "jit", "tuning", "doc"},
                       {"name", "kind"});
   AxisDef a;
   a.line = f.line;
@@ -85,6 +85,10 @@ AxisDef parse_axis(const SpecReader& r, const YAML::Node& n, const std::string& 
       r.fail(*f.find("prefix"), SpecReader::join(path, "prefix"), "a prefix must be letters only");
   }
   if (a.kind == AxisKind::Flag) a.token = r.token(*f.find("token"), SpecReader::join(path, "token"));
+  if (const YAML::Node* t = f.find("tuning")) {
+    if (a.kind != AxisKind::Flag) r.fail(*t, SpecReader::join(path, "tuning"), "only a flag axis can be a tuning flag");
+    a.tuning = r.boolean(*t, SpecReader::join(path, "tuning"));
+  }
   if (a.kind != AxisKind::Flag) detail::parse_domain(r, f, path, a);
   if (const YAML::Node* d = f.find("doc")) a.doc = r.text(*d, SpecReader::join(path, "doc"));
   return a;
@@ -145,6 +149,9 @@ std::string check_flag_axis(const SpecReader& r, const Fields& f, const std::str
   const AxisDef* a = find_axis(axes, name);
   if (!a || a->kind != AxisKind::Flag)
     r.fail(*n, SpecReader::join(path, "sets_flag"), fmt::format("'{}' is not a flag axis", name));
+  if (a->tuning)
+    r.fail(*n, SpecReader::join(path, "sets_flag"),
+           fmt::format("'{}' is a tuning flag: heuristics choose it, no argument sets it", name));
   return name;
 }
 

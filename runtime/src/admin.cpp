@@ -77,6 +77,9 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
   auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
+  const bool own_tile = !req.axes.contains("block_q") && !req.axes.contains("block_k");
+  if (own_tile && !req.axes.contains("per_item"))
+    key.set_flag("per_item", chosen.contains("per_item") && chosen.at("per_item") != 0);
   schema.validate(key);
   return key;
 }
@@ -108,7 +111,8 @@ CompileReport compile_cuda(const OpSchema& schema, const CompileRequest& req) {
   if (c.static_shared_bytes >= 0)
     rep.shared_bytes = c.static_shared_bytes +
                        cuda::flash_fwd_smem_bytes(key.target, key.get_int("head_dim"),
-                                                  key.get_int("block_q"), key.get_int("block_k"));
+                                                  key.get_int("block_q"), key.get_int("block_k"),
+                                                  key.get_flag("per_item"));
   return rep;
 #else
   (void)schema;

@@ -76,6 +76,9 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
   auto chosen = schema.choose_config(backend, target, problem);
   key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
   key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
+  // A tuning flag belongs to the heuristic's tile: blocks given by the caller take none.
+  const bool own_tile = !opt.block_q && !opt.block_k;
+  key.set_flag("per_item", own_tile && chosen.contains("per_item") && chosen.at("per_item") != 0);
   schema.validate(key);
   return key;
 }

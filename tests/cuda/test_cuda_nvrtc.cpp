@@ -228,6 +228,13 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   CHECK(e.grid[0] == 132);
   CHECK(e.grid[1] == 1);
   CHECK(e.grid[2] == 1);
+  // The same key with `.items` (per_item): one block per work item, no O tile.
+  const cuda::LaunchShape ei = cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms, true);
+  CHECK(ei.block == 512);
+  CHECK(ei.smem_bytes == 1024 + 2 * (192 + 8 * 128) * 64 + 176);
+  CHECK(ei.grid[0] == 144);
+  CHECK(cuda::flash_fwd_smem_bytes("sm90a", 64, 192, 128, true) == ei.smem_bytes);
+  CHECK(cuda::flash_fwd_smem_bytes("sm90a", 64, 192, 128, false) == e.smem_bytes);
   // head_dim 64, block_k 64 (4 stages, 82 KiB: two blocks fit an SM): one block per work item.
   const cuda::LaunchShape d = cuda::flash_fwd_launch_shape("sm90a", 64, 128, 64, p, sms);
   CHECK(d.grid[0] == 192);

@@ -138,6 +138,35 @@ TEST_CASE("spec errors: heuristics and configs", "[spec]") {
                "backends.cpu.configs[1]", "same axes");
 }
 
+TEST_CASE("spec errors: tuning flags", "[spec]") {
+  const std::string with_flag = replaced("  - {name: causal, kind: flag, token: causal}",
+                                         "  - {name: causal, kind: flag, token: causal}\n"
+                                         "  - {name: wide, kind: flag, token: wide, tuning: true}");
+  // A heuristic may choose a tuning flag; the config check looks at the int axes only.
+  {
+    std::string ok = with_flag;
+    ok.replace(ok.find("choose: {block: 32}"), 19, "choose: {block: 32, wide: true}");
+    const OpSchema s = OpSchema::parse(ok, kFile);
+    CHECK(s.choose_config("cpu", "avx2", {{"seqlen", 8}}) == std::map<std::string, int64_t>{{"block", 32}, {"wide", 1}});
+    CHECK(s.choose_config("cpu", "avx2", {{"seqlen", 64}}) == std::map<std::string, int64_t>{{"block", 64}});
+  }
+  // ... but not a flag an argument sets, nor take the flag in a config or on an int axis.
+  expect_error(replaced("choose: {block: 32}", "choose: {block: 32, causal: true}"), "causal: true",
+               "backends.cpu.heuristic[0].choose.causal", "not an int axis or a tuning flag");
+  {
+    std::string cfg = with_flag;
+    cfg.replace(cfg.find("      - {block: 32}"), 19, "      - {block: 32, wide: true}");
+    expect_error(cfg, "- {block: 32, wide: true}", "backends.cpu.configs[0].wide", "not an int axis");
+  }
+  expect_error(replaced("prefix: b, values: [32, 64]}", "prefix: b, values: [32, 64], tuning: true}"),
+               "tuning: true", "axes[2].tuning", "only a flag axis");
+  {
+    std::string set = with_flag;
+    set.replace(set.find("dtypes: [dtype]}"), 16, "dtypes: [dtype], sets_flag: wide}");
+    expect_error(set, "sets_flag: wide", "tensors[0].sets_flag", "is a tuning flag");
+  }
+}
+
 TEST_CASE("spec errors: AOT sets", "[spec]") {
   expect_error(replaced("head_dim: [64], block", "head_dim: [96], block"), "[96]", "backends.cpu.aot[0].head_dim[0]",
                "not a pre-built value");

@@ -55,9 +55,9 @@ TEST_CASE("spec: op, api and the axes in key order", "[spec]") {
     tokens.push_back(a.token);
   }
   CHECK(names == std::vector<std::string>{"dtype", "head_dim", "block_q", "block_k", "causal", "window",
-                                          "segments", "softcap", "sinks", "bias"});
+                                          "segments", "softcap", "sinks", "bias", "per_item"});
   CHECK(tokens ==
-        std::vector<std::string>{"", "d", "bq", "bk", "causal", "win", "seg", "cap", "sink", "bias"});
+        std::vector<std::string>{"", "d", "bq", "bk", "causal", "win", "seg", "cap", "sink", "bias", "items"});
   CHECK(spec().axis("dtype").enum_values == std::vector<std::string>{"f32", "bf16", "f16"});
 }
 
@@ -197,7 +197,12 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 2048}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 8192}})).at("block_q") == 192);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 8192}})) ==
+        Config{{"block_k", 128}, {"block_q", 192}});
+  // ... and from 16k with one block per item (the tuning flag; session 18 call 11)
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 16384}})) ==
+        Config{{"block_k", 128}, {"block_q", 192}, {"per_item", 1}});
+  CHECK_FALSE(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 16384}})).contains("per_item"));
   // head_dim 64 with per-score extras (window + softcap): 128x128, not the three-consumer tile
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"extras", 2}})) ==
         Config{{"block_k", 128}, {"block_q", 128}});

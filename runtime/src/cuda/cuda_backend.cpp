@@ -100,14 +100,15 @@ void LoadedKernel::reserve_dynamic_smem(int bytes) {
 }
 
 int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
-                             int64_t block_k) {
-  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k).smem_bytes;
+                             int64_t block_k, bool per_item) {
+  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item).smem_bytes;
 }
 
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
-                                   int64_t block_k, const FlashFwdParams& p, int sm_count) {
+                                   int64_t block_k, const FlashFwdParams& p, int sm_count,
+                                   bool per_item) {
   const FlashFwdLaunchFacts f =
-      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k);
+      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item);
   if (!f.valid)
     throw InvalidArgument("CUDA flash_fwd variant d" + std::to_string(head_dim) + ".bq" +
                           std::to_string(block_q) + ".bk" + std::to_string(block_k) +
@@ -117,7 +118,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
                           "the accumulators fit the registers and the tiles 227 KiB)");
   LaunchShape s;
   if (f.wgmma) {
-    const FlashFwdSm90Geometry g{head_dim, block_q, block_k};
+    const FlashFwdSm90Geometry g{head_dim, block_q, block_k, 0, flash_fwd_schedule(per_item)};
     // The kernel decodes work items in 32-bit arithmetic (flash_fwd_sm90_schedule.cuh sm90_block).
     if (const int64_t items = g.work_items(p); items >= (int64_t{1} << 31))
       throw InvalidArgument("CUDA flash_fwd (sm90a): " + std::to_string(items) +

@@ -81,15 +81,18 @@ FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, 
 
 // Dynamic shared memory a flash_fwd CUDA variant launches with: its family's launch facts, as
 // flash_fwd_launch_shape takes them (for reports without params, e.g. `ejk compile`).
+// per_item: the key's `.items` flag (sm90a: one block per work item, no O tile).
 int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
-                             int64_t block_k);
+                             int64_t block_k, bool per_item = false);
 
 // Grid, block and dynamic shared memory of a flash_fwd CUDA variant for params `p`; `target` is
 // the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family,
-// whose persistent kernels take one block per SM (`sm_count`, the device's).
+// whose persistent kernels take one block per SM (`sm_count`, the device's) unless the key's
+// `.items` flag (per_item) asks for one block per work item.
 // InvalidArgument naming the axes for a (head_dim, block_q, block_k) no family can build.
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
-                                   int64_t block_k, const FlashFwdParams& p, int sm_count);
+                                   int64_t block_k, const FlashFwdParams& p, int sm_count,
+                                   bool per_item = false);
 
 // Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
 // elements: the kernels move 16-byte chunks, and TMA needs 16-byte strides) and the device's

@@ -17,6 +17,8 @@ struct AxisDef {
   std::string name;
   AxisKind kind = AxisKind::Int;
   std::string token;                     // Int: prefix; Flag: token when on
+  bool tuning = false;                   // Flag: chosen by a backend's heuristic (a schedule or
+                                         // code-shape choice), never by an argument
   std::vector<int64_t> int_values;       // Int: values the generator may pre-build
   int64_t jit_min = 0, jit_max = 0;      // Int: other values allowed through JIT, in range ...
   int64_t jit_multiple_of = 1;           // ... and a multiple of this

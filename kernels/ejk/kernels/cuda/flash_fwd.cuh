@@ -23,7 +23,7 @@ struct FlashFwdKernel {
 
 template <Arch A, Elem E, int D, int Br, int Bc, FlashFlags F>
 struct FlashFwdKernel<A, E, D, Br, Bc, F, true> {
-  using Config = FlashFwdSm90Config<E, D, Br, Bc, F>;
+  using Config = FlashFwdSm90Config<E, D, Br, Bc, F, true, 0, flash_fwd_schedule(F.per_item)>;
   static constexpr int kThreads = Config::kThreads;
   static __device__ __forceinline__ void run(const FlashFwdParams& p, const FlashFwdTensorMaps& maps) {
     flash_fwd_sm90<Config>(p, maps);

@@ -21,6 +21,7 @@ struct FlashFlags {
   bool softcap = false;
   bool sinks = false;
   bool bias = false;
+  bool per_item = false;  // sm90a: one block per work item (the key's tuning flag `.items`)
 };
 
 // kRowsPerWarp: 0 takes the geometry's default (what keys build); 16/32 for tuning runs.

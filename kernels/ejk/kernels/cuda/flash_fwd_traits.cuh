@@ -254,6 +254,11 @@ inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor whi
   return v;
 }
 
+// The schedule a key asks for: its `.items` flag, else the geometry's rule.
+constexpr Sm90Schedule flash_fwd_schedule(bool per_item) {
+  return per_item ? Sm90Schedule::per_item : Sm90Schedule::by_default;
+}
+
 // Which family a key's kernel is: sm90a keys whose tile shape the wgmma family supports use it,
 // every other key the sm80 family (mma.sync runs on sm_80 and newer).
 constexpr bool flash_fwd_uses_wgmma(bool sm90a, i64 head_dim, i64 block_q, i64 block_k) {
@@ -269,9 +274,9 @@ struct FlashFwdLaunchFacts {
 };
 
 constexpr FlashFwdLaunchFacts flash_fwd_launch_facts(bool sm90a, i64 head_dim, i64 block_q,
-                                                     i64 block_k) {
+                                                     i64 block_k, bool per_item = false) {
   if (flash_fwd_uses_wgmma(sm90a, head_dim, block_q, block_k)) {
-    const FlashFwdSm90Geometry g{head_dim, block_q, block_k};
+    const FlashFwdSm90Geometry g{head_dim, block_q, block_k, 0, flash_fwd_schedule(per_item)};
     return {true, true, g.threads(), g.smem_bytes()};
   }
   const FlashFwdSm80Geometry g{head_dim, block_q, block_k};
