@@ -77,9 +77,11 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
   auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
+  // Tuning flags the request leaves out come with the heuristic's tile, as in flash_key.
   const bool own_tile = !req.axes.contains("block_q") && !req.axes.contains("block_k");
-  if (own_tile && !req.axes.contains("per_item"))
-    key.set_flag("per_item", chosen.contains("per_item") && chosen.at("per_item") != 0);
+  for (const AxisDef& a : schema.axes())
+    if (a.tuning && own_tile && !req.axes.contains(a.name))
+      key.set_flag(a.name, chosen.contains(a.name) && chosen.at(a.name) != 0);
   schema.validate(key);
   return key;
 }

@@ -76,9 +76,11 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
   auto chosen = schema.choose_config(backend, target, problem);
   key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
   key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
-  // A tuning flag belongs to the heuristic's tile: blocks given by the caller take none.
+  // Tuning flags (the spec's `tuning: true`, e.g. `.items`) belong to the heuristic's tile:
+  // blocks given by the caller take none.
   const bool own_tile = !opt.block_q && !opt.block_k;
-  key.set_flag("per_item", own_tile && chosen.contains("per_item") && chosen.at("per_item") != 0);
+  for (const AxisDef& a : schema.axes())
+    if (a.tuning) key.set_flag(a.name, own_tile && chosen.contains(a.name) && chosen.at(a.name) != 0);
   schema.validate(key);
   return key;
 }
