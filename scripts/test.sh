@@ -13,6 +13,9 @@ run_suite() {  # build dir, extra cmake args...
   cmake --build "$dir" -j "$jobs"
   rm -rf "$dir/test-cache"
   (cd "$dir" && ctest --output-on-failure -j "$jobs")
+  # Skipped tests (the GPU ones on a machine without one) say why: Catch2's SKIP messages, from
+  # ctest's log of the run.
+  grep -h -A4 "SKIPPED:" "$dir/Testing/Temporary/LastTest.log" | grep -v "^--$" | sed 's/^/  skipped: /' || true
 }
 
 echo "== Release build and tests"
