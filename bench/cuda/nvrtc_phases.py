@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a cold NVRTC compile of one sm90a flash variant spends its time, per phase.
 
-  nvrtc_phases.py [--d 128] [--bq 128] [--bk 128] [--causal] [--segments] [--sinks] [--bias]
+  nvrtc_phases.py [--d 128] [--bq 128] [--bk 128] [--causal] [--segments] [--sinks] [--bias] [--per_item]
                   [--window] [--softcap] [--runs 5] [--log] [--ptx FILE] [-- extra NVRTC options]
 
 From the repository root, on any machine with libnvrtc.so.13 (no GPU needed): renders
@@ -15,7 +15,7 @@ The headers come from kernels/ on disk, not embedded: the compile is the same.
 """
 import argparse, ctypes, hashlib, os, re, statistics, sys, tempfile, time
 
-FLAGS = ("causal", "window", "segments", "softcap", "sinks", "bias")
+FLAGS = ("causal", "window", "segments", "softcap", "sinks", "bias", "per_item")
 
 
 def render(a):
@@ -24,6 +24,15 @@ def render(a):
               "dtype": "bf16", "head_dim": a.d, "block_q": a.bq, "block_k": a.bk, "symbol": "kern"}
     values.update({f: "true" if getattr(a, f) else "false" for f in FLAGS})
     return re.sub(r"\{\{(\w+)\}\}", lambda m: str(values[m.group(1)]), text)
+
+
+def program_bytes(lib, prog, what):
+    """One of the program's outputs ("ProgramLog", "CUBIN", "PTX") through its size + get pair."""
+    n = ctypes.c_size_t()
+    getattr(lib, f"nvrtcGet{what}Size")(prog, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value)
+    getattr(lib, f"nvrtcGet{what}")(prog, buf)
+    return buf
 
 
 def compile_once(lib, src, extra):
@@ -39,27 +48,15 @@ def compile_once(lib, src, extra):
         t0 = time.perf_counter()
         rc = lib.nvrtcCompileProgram(prog, len(opts), argv)
         wall = 1000 * (time.perf_counter() - t0)
+        log = program_bytes(lib, prog, "ProgramLog").value.decode()
         if rc != 0:
-            n = ctypes.c_size_t()
-            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-            log = ctypes.create_string_buffer(n.value)
-            lib.nvrtcGetProgramLog(prog, log)
-            sys.exit(log.value.decode()[:3000])
-        n = ctypes.c_size_t()
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-        log = ctypes.create_string_buffer(n.value)
-        lib.nvrtcGetProgramLog(prog, log)
-        n = ctypes.c_size_t()
-        lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
-        cubin = ctypes.create_string_buffer(n.value)
-        lib.nvrtcGetCUBIN(prog, cubin)
-        lib.nvrtcGetPTXSize(prog, ctypes.byref(n))
-        ptx = ctypes.create_string_buffer(n.value)
-        lib.nvrtcGetPTX(prog, ptx)
+            sys.exit(log[:3000])
+        cubin = program_bytes(lib, prog, "CUBIN")
+        ptx = program_bytes(lib, prog, "PTX")
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
         # A header line, then "file, phase, value, ms" per phase.
         phases = [float(l.split(",")[2]) for l in open(times).read().splitlines()[1:] if l.strip()]
-    return phases, wall, cubin.raw, log.value.decode(), ptx.value
+    return phases, wall, cubin.raw, log, ptx.value
 
 
 def main():
