@@ -78,10 +78,10 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
   // Tuning flags the request leaves out come with the heuristic's tile, as in flash_key.
-  const bool own_tile = !req.axes.contains("block_q") && !req.axes.contains("block_k");
-  for (const AxisDef& a : schema.axes())
-    if (a.tuning && own_tile && !req.axes.contains(a.name))
-      key.set_flag(a.name, chosen.contains(a.name) && chosen.at(a.name) != 0);
+  if (!req.axes.contains("block_q") && !req.axes.contains("block_k")) {
+    std::erase_if(chosen, [&](const auto& c) { return req.axes.contains(c.first); });
+    detail::set_tuning_flags(schema, key, chosen);
+  }
   schema.validate(key);
   return key;
 }

@@ -76,13 +76,15 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
   auto chosen = schema.choose_config(backend, target, problem);
   key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
   key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));
-  // Tuning flags (the spec's `tuning: true`, e.g. `.items`) belong to the heuristic's tile:
-  // blocks given by the caller take none.
-  const bool own_tile = !opt.block_q && !opt.block_k;
-  for (const AxisDef& a : schema.axes())
-    if (a.tuning) key.set_flag(a.name, own_tile && chosen.contains(a.name) && chosen.at(a.name) != 0);
+  if (!opt.block_q && !opt.block_k) set_tuning_flags(schema, key, chosen);
   schema.validate(key);
   return key;
+}
+
+void set_tuning_flags(const OpSchema& schema, VariantKey& key,
+                      const std::map<std::string, int64_t>& chosen) {
+  for (const AxisDef& a : schema.axes())
+    if (a.tuning && chosen.contains(a.name) && chosen.at(a.name) != 0) key.set_flag(a.name, true);
 }
 
 int64_t logit_extras(const VariantKey& key) {

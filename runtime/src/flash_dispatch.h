@@ -1,5 +1,8 @@
 // The flash attention op's per-backend paths, after validation.
 #pragma once
+#include <cstdint>
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "ejk/core/schema.h"
@@ -12,6 +15,12 @@ namespace ejk::detail {
 // dtype, head_dim and flags, block sizes from the options or the spec's heuristic; validated.
 VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const FlashAttentionOptions& opt,
                      std::string_view backend, std::string_view target);
+
+// Turns on the tuning flags (the spec's `tuning: true`, e.g. `.items`) that the heuristic's
+// choice `chosen` names; flags it leaves out stay as they are. Only for keys that take the
+// heuristic's tile: a tuning flag belongs to it, blocks given by the caller take none.
+void set_tuning_flags(const OpSchema& schema, VariantKey& key,
+                      const std::map<std::string, int64_t>& chosen);
 
 // The heuristic's problem variable `extras` (specs/flash_attention.yaml): how many of the key's
 // per-score flags (window, segments, softcap, bias) are on.
