@@ -93,6 +93,7 @@ struct FlashFwdSm90Config {
   // Plain logits (no bias, no softcap) stay raw dot products until the exponent, where
   // scale * log2(e) is folded into one FFMA per score (softmax_deferred).
   static constexpr bool kFoldScale = !F.bias && !F.softcap;
+  static constexpr bool kRollSinkLoops = true;  // for_each_sink
 };
 
 // Writes one consumer warpgroup's 64 finished rows through shared memory: fragments -> the
@@ -143,6 +144,7 @@ __device__ __forceinline__ void sm90_store_o_tma(const float (&o)[1][C::kDTiles]
   u16* gO = static_cast<u16*>(p.out) + blk.seq.b * p.o_stride_b + i64(q_row) * p.o_stride_s +
             blk.h * p.o_stride_h;
   constexpr int kChunksPerRow = C::kHeadDim / 8;
+#pragma unroll 1  // rare (a varlen sequence's last rows): code size, not speed
   for (int i = threadIdx.x & 127; i < rows_here * kChunksPerRow; i += 128) {
     const int r = i / kChunksPerRow, c = i % kChunksPerRow;
     *reinterpret_cast<uint4*>(gO + r * p.o_stride_s + c * 8) =

@@ -102,6 +102,9 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
     for (int c = 0; c < C::kColBlocks; ++c)
       tma_load_4d(sm.q + c * C::kBlockQ * 128, &maps.q, sm.q_full(), c * 64, q_row, h, b);
     const int tiles = blk.tiles();
+    // Not unrolled: one thread issuing asynchronous copies gains nothing from it, and NVVM's
+    // 4x unroll (+ remainder) was ~13% of a head_dim 128 key's NVRTC time (NOTES.md v68).
+#pragma unroll 1
     for (int t = 0; t < tiles; ++t, ++kv) {
       const int st = int(kv % C::kStages);
       const u32 use = kv / C::kStages;

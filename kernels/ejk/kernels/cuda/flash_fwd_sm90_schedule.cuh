@@ -61,7 +61,7 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   const i64 budget = (p.l2_kv_bytes > 0 ? p.l2_kv_bytes : fallback) >> 8;
   const u32 kv_head = max_of<u32>(1, u32(p.seqlen_k) * u32(C::kHeadDim / 64));
   const u32 kv_heads = max_of<u32>(1, u32(min_of<i64>(budget, 0xffffffffll)) / kv_head);
-  o.group = min_of<u32>(o.pairs, kv_heads * u32(p.heads_q / p.heads_kv));
+  o.group = min_of<u32>(o.pairs, kv_heads * (u32(p.heads_q) / u32(p.heads_kv)));
   // Only where the ungrouped order has fewer than 4 items of a pair in flight (pairs > grid / 4),
   // i.e. reads most K/V tiles from DRAM: with more, it shares them in L2 already and the groups
   // measured 4-7% slower (S >= 8k, head_dim 128 and 256; NOTES.md v12). Persistent grids

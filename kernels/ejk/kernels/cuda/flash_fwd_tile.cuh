@@ -45,6 +45,7 @@ struct FlashFwdSm80Config {
   static constexpr int kKVTileElems = int(kGeometry.kv_tile_elems());
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
+  static constexpr bool kRollSinkLoops = false;  // for_each_sink
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -285,6 +286,18 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kMTiles][C::kNTiles
     }
 }
 
+// f(i) for each of n sinks (once per item and row). The sm_90a family rolls the loop: NVVM's 4x
+// unroll + remainder of finish_rows' four sink loops was ~15% of a sinks key's code there
+// (NVRTC time, NOTES.md v68); the sm_80 family's sinks kernels took 10-16 more registers rolled.
+template <class C, class F> __device__ __forceinline__ void for_each_sink(i64 n, F&& f) {
+  if constexpr (C::kRollSinkLoops) {
+#pragma unroll 1
+    for (int i = 0; i < int(n); ++i) f(i);
+  } else {
+    for (i64 i = 0; i < n; ++i) f(i);
+  }
+}
+
 // Folds in the sinks (they join the max and the denominator, carry no value) and moves the
 // sum from the reference max to the row max (they differ where softmax_deferred let the
 // reference lag), then sets the O multiplier and the lse. No visible key and no sink: out 0,
@@ -300,12 +313,12 @@ __device__ __forceinline__ void finish_rows(RowState (&rows)[C::kMTiles][2],
       float l = quad_sum(r.l), m_fin = r.top;
       const float* aux = p.softmax_aux + h * p.num_sinks;
       if (C::kSinks)
-        for (i64 i = 0; i < p.num_sinks; ++i) m_fin = max_of(m_fin, aux[i] * kLog2e);
+        for_each_sink<C>(p.num_sinks, [&](i64 i) { m_fin = max_of(m_fin, aux[i] * kLog2e); });
       const float m_use = m_fin == neg_inf_f32() ? 0.f : m_fin;
       const float factor = fast_exp2(r.m - m_use);  // 1 when nothing lagged and no sink is above
       l *= factor;
       if (C::kSinks)
-        for (i64 i = 0; i < p.num_sinks; ++i) l += fast_exp2(aux[i] * kLog2e - m_use);
+        for_each_sink<C>(p.num_sinks, [&](i64 i) { l += fast_exp2(aux[i] * kLog2e - m_use); });
       const bool any = l > 0.f;
       r.out_scale = any ? (p.normalize_output ? factor * fast_rcp(l) : factor) : 0.f;
       r.lse = any ? (m_fin + fast_log2(l)) * kLn2 : neg_inf_f32();
