@@ -14,6 +14,7 @@
 #include "cuda_test_support.h"
 #include "ejk/core/error.h"
 #include "ejk/core/variant_key.h"
+#include "smoke_spec.h"
 
 namespace ejk::test {
 namespace {
@@ -149,6 +150,31 @@ TEST_CASE("the cubin's register count agrees with the ptxas report", "[nvrtc]") 
                               {}};
   const cuda::CubinResult t = cuda::NvrtcCompiler::get().compile(tiny, "sm_80", "tiny");
   CHECK(t.resources.static_smem_bytes == 1024);
+}
+
+// runtime_smoke (bench/cuda) renders the template with its own copy of the variables; each
+// flag alone, all of them, and an sm80 key must give the generator's text (core's
+// render_variant) but for the banner line.
+TEST_CASE("runtime_smoke renders the CUDA template as the generator does", "[cuda]") {
+  const std::string tmpl = source_file("templates/flash_fwd.cuda.cu.tmpl");
+  using smoke::Spec;
+  const Spec base{"sm90a", "bf16", 128, 128, 128};
+  std::vector<Spec> specs{base, Spec{"sm80", "f16", 64, 128, 64, true}};
+  Spec all = base;
+  for (bool Spec::*flag : {&Spec::causal, &Spec::window, &Spec::softcap, &Spec::sinks, &Spec::bias,
+                           &Spec::segments, &Spec::per_item}) {
+    Spec one = base;
+    one.*flag = all.*flag = true;
+    specs.push_back(one);
+  }
+  specs.push_back(all);
+  auto body = [](const std::string& text) { return text.substr(text.find('\n')); };
+  for (const Spec& s : specs) {
+    INFO(s.key());
+    const VariantKey key = flash_schema().parse_key(s.key());
+    REQUIRE(to_string(key) == s.key());
+    CHECK(body(smoke::render(tmpl, s)) == body(render_variant(flash_schema(), key, tmpl, "test")));
+  }
 }
 
 TEST_CASE("key targets map to NVRTC arch names", "[cuda]") {
