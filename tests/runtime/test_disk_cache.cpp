@@ -186,6 +186,16 @@ TEST_CASE("list flags a truncated entry without verifying payloads", "[cache]") 
   CHECK_FALSE(entries[0].valid);
   CHECK_THAT(entries[0].problem, ContainsSubstring("truncated"));
   CHECK(fs::exists(path));  // listing never removes
+  // Cut inside the fixed header and inside the names after it (a short payload puts the random
+  // cut above there too): still reported as truncated.
+  for (uintmax_t size : {uintmax_t{20}, uintmax_t{60}}) {
+    CAPTURE(size);
+    fs::resize_file(path, size);
+    auto short_entries = f.cache.list(false);
+    REQUIRE(short_entries.size() == 1);
+    CHECK_FALSE(short_entries[0].valid);
+    CHECK_THAT(short_entries[0].problem, ContainsSubstring("truncated"));
+  }
 }
 
 TEST_CASE("bad backend, key or hash names the argument", "[cache]") {

@@ -60,8 +60,8 @@ std::vector<uint8_t> encode_entry(const std::string& backend, const std::string&
 
 std::optional<EntryHeader> decode_header(std::span<const uint8_t> bytes, std::string& problem) {
   if (bytes.size() < kFixedHeaderSize) {
-    problem = fmt::format("file has {} bytes, shorter than the {}-byte header", bytes.size(),
-                          kFixedHeaderSize);
+    problem = fmt::format("truncated: file has {} bytes, shorter than the {}-byte header",
+                          bytes.size(), kFixedHeaderSize);
     return std::nullopt;
   }
   if (std::memcmp(bytes.data(), kEntryMagic, sizeof(kEntryMagic)) != 0) {
@@ -81,7 +81,8 @@ std::optional<EntryHeader> decode_header(std::span<const uint8_t> bytes, std::st
   }
   h.header_size = kFixedHeaderSize + nb + nk + nh;
   if (bytes.size() < h.header_size) {
-    problem = fmt::format("file has {} bytes, header needs {}", bytes.size(), h.header_size);
+    problem = fmt::format("truncated: file has {} bytes, header needs {}", bytes.size(),
+                          h.header_size);
     return std::nullopt;
   }
   h.payload_size = get_u64(bytes, 24);
