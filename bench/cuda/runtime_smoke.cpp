@@ -3,8 +3,8 @@
 // cubin and launch through the dlopen'd driver (cuda_backend.cpp), checked against the float64
 // reference. Built by g++ alone (bench/cuda/build_and_check.sh, or by hand):
 //
-//   g++ -std=c++20 -O2 -I kernels -I core/include -I runtime/src -I bench/cuda
-//       bench/cuda/runtime_smoke.cpp runtime/src/cuda/*.cpp -ldl -o runtime_smoke
+//   g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -I kernels -I core/include -I runtime/src -I bench/cuda
+//       bench/cuda/runtime_smoke.cpp runtime/src/cuda/*.cpp core/src/render.cpp -ldl -o runtime_smoke
 //   runtime_smoke compile [key]   NVRTC time and resources of the spec's AOT set, sm80 and
 //                                 sm90a (or of one key, e.g. for a cold compile per process)
 //   runtime_smoke run       NVRTC-compile for this GPU, launch, compare (needs a GPU)
@@ -16,7 +16,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <stdexcept>
 
 #include "cuda/cuda_backend.h"
 #include "ejk/core/error.h"

@@ -1,11 +1,13 @@
-// runtime_smoke's variant description and template rendering (it builds without the project's
-// CMake, so without core's spec-driven renderer). tests/cuda/test_cuda_nvrtc.cpp renders every
-// flag through both and compares them: the template gained a placeholder (v67's per_item)
-// that this copy did not fill, and NVRTC then failed deep in the headers on the device.
+// runtime_smoke's variant description and the template variables it renders (it builds without
+// the project's CMake, so without core's spec-driven render_variant; the substitution itself is
+// core's render_template). tests/cuda/test_cuda_nvrtc.cpp renders every flag through both and
+// compares them: the template gained a placeholder (v67's per_item) that this map lacked, and
+// NVRTC then failed deep in the headers on the device.
 #pragma once
 #include <map>
-#include <stdexcept>
 #include <string>
+
+#include "ejk/core/render.h"
 
 namespace ejk::smoke {
 
@@ -39,16 +41,8 @@ inline std::string render(const std::string& tmpl, const Spec& s) {
       {"block_k", std::to_string(s.bk)}, {"causal", b(s.causal)}, {"window", b(s.window)},
       {"softcap", b(s.softcap)}, {"sinks", b(s.sinks)}, {"bias", b(s.bias)},
       {"segments", b(s.segments)}, {"per_item", b(s.per_item)}};
-  std::string out = tmpl;
-  for (const auto& [k, v] : vars)
-    for (size_t at; (at = out.find("{{" + k + "}}")) != std::string::npos;)
-      out.replace(at, k.size() + 4, v);
-  // A placeholder the template gained after this copy of the rendering (v67's per_item broke
-  // it once: NVRTC then reported a syntax error deep in the headers).
-  if (const size_t at = out.find("{{"); at != std::string::npos)
-    throw std::runtime_error("runtime_smoke: the template has a placeholder this tool does not fill: " +
-                             out.substr(at, out.find("}}", at) + 2 - at));
-  return out;
+  // core's renderer: a placeholder the template gained and this map lacks is an error naming it.
+  return render_template(tmpl, vars, "templates/flash_fwd.cuda.cu.tmpl");
 }
 
 }  // namespace ejk::smoke
