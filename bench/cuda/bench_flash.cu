@@ -74,6 +74,12 @@ std::vector<Variant> bench_variants() {
       // key at head_dim 64 from 2k, and the 128 x 128 tile
       variant_sm90<Elem::bf16, 64, 192, 128, kWindowCap>(),
       variant_sm90<Elem::bf16, 64, 128, 128, kWindowCap>(),
+      // head_dim 96 and 160 (EJK_BENCH_D): padded wgmma tiles (the default keys' since
+      // session 20) against the sm80 family, which sm90a keys of these head_dims ran before
+      variant_sm90<Elem::bf16, 96, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 96, 128, 128, kCausal>(),
+      variant<Elem::bf16, 96, 128, 64, kPlain>(),        variant<Elem::bf16, 96, 128, 64, kCausal>(),
+      variant_sm90<Elem::bf16, 160, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 160, 128, 64, kCausal>(),
+      variant<Elem::bf16, 160, 128, 32, kPlain>(),       variant<Elem::bf16, 160, 128, 32, kCausal>(),
   };
 }
 
@@ -375,8 +381,12 @@ std::vector<Variant> bench_variant_list() { return bench_variants(); }
 // causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison).
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
+  // The issue's head_dims, or the one EJK_BENCH_D names (96 and 160 have variants too).
+  const char* only_d = std::getenv("EJK_BENCH_D");
+  std::vector<int64_t> dims = {64, 128, 256};
+  if (only_d != nullptr && *only_d != '\0') dims = {std::atoll(only_d)};
   if (env_flag("EJK_BENCH_GRID", true))
-    for (int64_t D : {64, 128, 256})
+    for (int64_t D : dims)
       for (bool causal : {false, true})
         for (int64_t S : {1024, 2048, 4096, 8192, 16384})
           if (selected("EJK_BENCH_D", D) && selected("EJK_BENCH_S", S) &&

@@ -77,6 +77,18 @@ std::vector<Variant> check_variants() {
       // v17: head_dim 128 by default persistent with an O tile; its per-item twin (O through
       // the Q tile and a TMA store)
       variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      // head_dim no multiple of 64: tiles padded to the next one (zero columns from the TMA,
+      // not stored): persistent with Q in registers and an O tile, every flag, one block per
+      // item (O through the Q tile), persistent without an O tile (O from registers), and
+      // tile head_dims 128, 192 and 256
+      variant_sm90<Elem::bf16, 96, 128, 128, kPlain>(),
+      variant_sm90<Elem::bf16, 96, 128, 128, kCausal>(),
+      variant_sm90<Elem::f16, 96, 128, 128, kAll>(),
+      variant_sm90<Elem::bf16, 80, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      variant_sm90<Elem::bf16, 112, 128, 128, FlashFlags{.window = true, .softcap = true}>(),
+      variant_sm90<Elem::bf16, 160, 128, 64, kAll>(),
+      variant_sm90<Elem::bf16, 224, 128, 80, kCausal>(),
+      variant_sm90<Elem::f16, 224, 128, 64, kAll, true, 0, ejk::cuda::Sm90Schedule::persistent>(),
   };
 }
 

@@ -293,8 +293,17 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   p.batch = 1;  // 48 work items: a persistent grid has one block each
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms).grid[0] == 48);
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p, sms).block == 256);
-  CHECK(cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p, sms).smem_bytes ==
-        2 * (128 + 4 * 64) * (96 + 8));  // not a multiple of 64: the sm80 family
+  // head_dim no multiple of 64: the wgmma family on tiles of the next multiple (d96 as d128);
+  // below 64 the sm80 family
+  const cuda::LaunchShape d96 = cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p, sms);
+  CHECK(d96.tma);
+  CHECK(d96.block == 384);
+  CHECK(d96.smem_bytes == cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms).smem_bytes);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 160, 128, 64, p, sms).smem_bytes ==
+        cuda::flash_fwd_launch_shape("sm90a", 192, 128, 64, p, sms).smem_bytes);
+  CHECK_FALSE(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 64, p, sms).tma);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 64, p, sms).smem_bytes ==
+        2 * (128 + 4 * 64) * (48 + 8));
   CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm80", 72, 128, 64, p, sms), InvalidArgument);
 }
 

@@ -40,19 +40,24 @@ struct FlashFwdSm90Config {
   static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt, kScheduleOpt, kQOpt};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
-                "flash_fwd sm90: head_dim a multiple of 64 up to 256, block_q 64 or 128 (or 192 "
+                "flash_fwd sm90: head_dim a multiple of 16 in [64, 256], block_q 64 or 128 (or 192 "
                 "at head_dim 64), block_k a multiple of 16 in [64, 256] whose S, P and O fit the "
                 "consumer register cap, shared memory <= 227 KiB");
   static constexpr Elem kElem = E;
-  static constexpr int kHeadDim = D, kBlockQ = Br, kBlockK = Bc;
+  // kHeadDim: the tiles' columns (head_dim up to a multiple of 64, kGeometry.tile_head_dim);
+  // kDataDim: the tensors' head_dim, the columns that are loaded, multiplied and stored.
+  static constexpr int kHeadDim = int(kGeometry.tile_head_dim()), kDataDim = D;
+  static constexpr int kBlockQ = Br, kBlockK = Bc;
+  static constexpr int kQkSteps = D / 16;  // k steps of S = Q K^T (none over zero columns)
   static constexpr int kThreads = int(kGeometry.threads());
   static constexpr int kConsumers = int(kGeometry.consumer_warpgroups());
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kStages = int(kGeometry.stages());
   static constexpr int kMTiles = 1;          // 16 rows per warp
   static constexpr int kNTiles = Bc / 8;     // 8-key tiles of S
-  static constexpr int kDTiles = D / 8;      // 8-column tiles of O
-  static constexpr int kColBlocks = D / 64;  // TMA boxes (128-byte swizzle rows) per tile
+  static constexpr int kDTiles = kHeadDim / 8;      // 8-column tiles of O
+  static constexpr int kDataDTiles = D / 8;         // those holding the tensors' columns
+  static constexpr int kColBlocks = kHeadDim / 64;  // TMA boxes (128-byte swizzle rows) per tile
   static constexpr int kQBytes = int(kGeometry.q_tile_bytes());
   static constexpr bool kOBuffer = kGeometry.o_buffer();  // persistent: O staged apart from Q
   static constexpr int kOBytes = int(kGeometry.o_tile_bytes());
@@ -63,7 +68,7 @@ struct FlashFwdSm90Config {
   static constexpr bool kPersistent = kGeometry.persistent();
   // S = Q K^T takes Q as register A fragments, loaded once per item (kGeometry.q_in_registers).
   static constexpr bool kQInRegs = kGeometry.q_in_registers();
-  static constexpr int kQFragSteps = kQInRegs ? D / 16 : 1;  // k steps of 16 (1: unused)
+  static constexpr int kQFragSteps = kQInRegs ? kQkSteps : 1;  // k steps of 16 (1: unused)
   // Causal kernels without a window take items in L2-sized head groups, heaviest first
   // (sm90_causal_order): persistent blocks in a snake (sm90_item) or drawn in that order
   // (kDrawItems); one block per item in the grid's order, which the hardware hands to the SMs
@@ -143,7 +148,7 @@ __device__ __forceinline__ void sm90_store_o_tma(const float (&o)[1][C::kDTiles]
   }
   u16* gO = static_cast<u16*>(p.out) + blk.seq.b * p.o_stride_b + i64(q_row) * p.o_stride_s +
             blk.h * p.o_stride_h;
-  constexpr int kChunksPerRow = C::kHeadDim / 8;
+  constexpr int kChunksPerRow = C::kDataDim / 8;  // not the zero columns of a padded tile
 #pragma unroll 1  // rare (a varlen sequence's last rows): code size, not speed
   for (int i = threadIdx.x & 127; i < rows_here * kChunksPerRow; i += 128) {
     const int r = i / kChunksPerRow, c = i % kChunksPerRow;
@@ -167,7 +172,7 @@ __device__ __forceinline__ void sm90_store_o_direct(const float (&o)[1][C::kDTil
     u16* row = gO + r * o_stride_s + (lane & 3) * 2;
     const float inv = rows[0][half].out_scale;
 #pragma unroll
-    for (int dt = 0; dt < C::kDTiles; ++dt)
+    for (int dt = 0; dt < C::kDataDTiles; ++dt)  // not the zero columns of a padded tile
       *reinterpret_cast<u32*>(row + dt * 8) =
           pack2<C::kElem>(o[0][dt][2 * half] * inv, o[0][dt][2 * half + 1] * inv);
   }

@@ -20,13 +20,14 @@ template <int N> __device__ __forceinline__ void fence_operands(float* d) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// Issues S = Q K^T for the warpgroup's 64 rows (zeroed first): D/16 wgmmas, both operands
-// K-major in shared memory. The caller fences before and commits/waits after.
+// Issues S = Q K^T for the warpgroup's 64 rows (zeroed first): kQkSteps wgmmas (head_dim / 16;
+// a padded tile's zero columns add nothing), both operands K-major in shared memory. The
+// caller fences before and commits/waits after.
 template <class C>
 __device__ __forceinline__ void qk_issue(float (&s)[1][C::kNTiles][4], u32 sQ_wg, u32 sK) {
   const u64 a0 = smem_desc_sw128(sQ_wg, 16, 1024), b0 = smem_desc_sw128(sK, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
+  for (int kk = 0; kk < C::kQkSteps; ++kk) {
     // k step kk: column block kk / 4, 32 bytes per 16 elements inside the 128-byte row.
     const u64 a = smem_desc_advance(a0, (kk / 4) * C::kBlockQ * 128 + (kk % 4) * 32);
     const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
@@ -53,7 +54,7 @@ __device__ __forceinline__ void qk_issue_rs(float (&s)[1][C::kNTiles][4],
                                             const u32 (&qf)[C::kQFragSteps][4], u32 sK) {
   const u64 b0 = smem_desc_sw128(sK, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < C::kHeadDim / 16; ++kk) {
+  for (int kk = 0; kk < C::kQkSteps; ++kk) {
     const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
     wgmma_rs<C::kBlockK, C::kElem, false>(&s[0][0][0], qf[kk], b);
   }

@@ -60,7 +60,12 @@ struct FlashFwdSm80Geometry {
 // with P from registers. Tiles are stored
 // 128-byte swizzled (no padding): [head_dim / 64 column blocks][rows][64 elements], which is
 // what one TMA box of {64 elements, rows} with SWIZZLE_128B writes. The mbarriers sit after the
-// V ring.
+// V ring. A head_dim that is no multiple of 64 (a multiple of 16 from 64 up, e.g. 96 or 160)
+// runs as the next multiple (tile_head_dim): the TMA fills the columns past the tensor's
+// head_dim with zeros, which add nothing to Q K^T (whose k steps over them are skipped) or to
+// P V (whose extra O columns are 0 and not stored: a TMA store drops what lies outside the
+// map). One family for every head_dim a Hopper key asks for; the sm80 family there ran at
+// about half the rate (d96: 269-275 TFLOP/s on an H200, bench/cuda/NOTES.md v17).
 //
 // Work items are (q block, q head, sequence). One block per item, or (persistent) one block per
 // SM looping over items, the producer loading the next item's Q and K/V while the consumers
@@ -87,11 +92,16 @@ struct FlashFwdSm90Geometry {
   static constexpr i64 kItemRecordBytes = 32;
   static constexpr i64 kTmaBoxCols = 64;  // one 128-byte swizzle row of 16-bit elements
 
+  // Columns of the shared-memory tiles and of O's accumulators: head_dim up to whole
+  // 128-byte swizzle rows (TMA boxes of kTmaBoxCols).
+  constexpr i64 tile_head_dim() const {
+    return (head_dim + kTmaBoxCols - 1) / kTmaBoxCols * kTmaBoxCols;
+  }
   constexpr i64 consumer_warpgroups() const { return block_q / 64; }
   constexpr i64 warps() const { return 4 * (consumer_warpgroups() + 1); }
   constexpr i64 threads() const { return 32 * warps(); }
-  constexpr i64 q_tile_bytes() const { return kElemBytes * block_q * head_dim; }
-  constexpr i64 kv_tile_bytes() const { return kElemBytes * block_k * head_dim; }
+  constexpr i64 q_tile_bytes() const { return kElemBytes * block_q * tile_head_dim(); }
+  constexpr i64 kv_tile_bytes() const { return kElemBytes * block_k * tile_head_dim(); }
   // Persistent blocks stage O apart from Q (the next item's Q streams into the Q tile while
   // the last item's O is read out by its TMA store), where that leaves room for two K/V stages;
   // elsewhere O goes through the Q tile (one block per item: Q is never reloaded) or, persistent
@@ -128,7 +138,8 @@ struct FlashFwdSm90Geometry {
   constexpr bool persistent() const {
     if (schedule_override != Sm90Schedule::by_default)
       return schedule_override == Sm90Schedule::persistent;
-    return head_dim <= 128 && 2 * ring_smem_bytes_for(kMaxStages) > kMaxSmemSm90 && o_tile_fits();
+    return tile_head_dim() <= 128 && 2 * ring_smem_bytes_for(kMaxStages) > kMaxSmemSm90 &&
+           o_tile_fits();
   }
   // Registers per consumer thread: setmaxnreg's split of the 64K-register file at one block
   // per SM (two consumers: 128 x 24 + 256 x 240; three: 128 x 24 + 384 x 160). One consumer
@@ -142,9 +153,10 @@ struct FlashFwdSm90Geometry {
   // and loop counters. An estimate: shapes over the cap would spill in the inner loop.
   static constexpr i64 kConsumerOverheadRegs = 30;
   constexpr i64 consumer_regs_estimate() const {
-    return block_k / 2 + head_dim / 2 + block_k / 4 + kConsumerOverheadRegs;
+    return block_k / 2 + tile_head_dim() / 2 + block_k / 4 + kConsumerOverheadRegs;
   }
-  // Q's A fragments in registers: head_dim / 16 k steps of 4 registers each.
+  // Q's A fragments in registers: head_dim / 16 k steps of 4 registers each (none for the
+  // zero columns of a padded tile).
   constexpr i64 q_fragment_regs() const { return head_dim / 4; }
   // S = Q K^T with Q from registers wherever its fragments fit beside S, P and O with
   // kQRegsHeadroom to spare: an SS wgmma of m64 x n128 x k16 reads 2 KiB of Q and 4 KiB of K
@@ -160,11 +172,13 @@ struct FlashFwdSm90Geometry {
     return consumer_regs_estimate() + q_fragment_regs() + kQRegsHeadroom <= consumer_reg_cap();
   }
   constexpr bool valid() const {
+    // head_dim: a multiple of 16 (Q K^T's k steps) from 64 (below that a TMA box of 64
+    // columns would be wider than the tensor) to 256.
     // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per
     // loaded byte) only at head_dim 64, where 160 registers per consumer hold S, P and O.
     // block_k: any multiple of 16 in [64, 256] (the N of S = Q K^T's wgmma and a TMA box of
     // at most 256 rows; 16 keys per P V k step) whose accumulators fit the register cap.
-    return head_dim % 64 == 0 && head_dim <= 256 &&
+    return head_dim % 16 == 0 && head_dim >= 64 && head_dim <= 256 &&
            (block_q == 64 || block_q == 128 || (block_q == 192 && head_dim == 64)) &&
            block_k % 16 == 0 && block_k >= 64 && block_k <= 256 &&
            consumer_regs_estimate() <= consumer_reg_cap() && stages() >= 2 &&
