@@ -7,14 +7,14 @@ which is too long to write by hand and too regular to get wrong by generating.
 
 Every NVRTC compile of a key parses the whole header, so it holds only the N sizes a valid
 sm_90a geometry uses: wgmma_ss (S = Q K^T) at N = block_k, wgmma_rs (O += P V) at N =
-the tile's head_dim (a multiple of 64: head_dim padded up, FlashFwdSm90Geometry::tile_head_dim). The block_k set is read from the geometry itself (flash_fwd_traits.cuh, compiled
+head_dim (also where the tiles are padded to a multiple of 64: the B operand then ends inside a
+swizzle atom). The block_k set is read from the geometry itself (flash_fwd_traits.cuh, compiled
 here by the host compiler, $CXX or g++), so the header follows FlashFwdSm90Geometry::valid().
 wgmma_rs also takes N = block_k: S = Q K^T with Q's fragments in registers (q_in_registers).
 """
 import os, subprocess, sys, tempfile
 
 HEAD_DIMS = tuple(range(64, 257, 16))  # the sm_90a family: head_dim a multiple of 16 in [64, 256]
-TILE_HEAD_DIMS = (64, 128, 192, 256)   # their tiles' columns: P V's N (tile_head_dim)
 BLOCK_QS = (64, 128, 192)
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
 
@@ -117,7 +117,7 @@ __device__ __forceinline__ void wgmma_rs(float* d, const u32 (&a)[4], u64 desc_b
 ''')
     ks = block_ks()
     ss_ns = tuple(bk for bk, _ in ks)
-    rs_ns = sorted({bk for bk, q_regs in ks if q_regs} | set(TILE_HEAD_DIMS))
+    rs_ns = sorted({bk for bk, q_regs in ks if q_regs} | set(HEAD_DIMS))
     print(f"// wgmma_ss: N = {', '.join(map(str, ss_ns))} (block_k); "
           f"wgmma_rs: N = {', '.join(map(str, rs_ns))} (block_k with Q in registers, head_dim).\n")
     for n in ss_ns:

@@ -55,8 +55,8 @@ struct FlashFwdSm90Config {
   static constexpr int kStages = int(kGeometry.stages());
   static constexpr int kMTiles = 1;          // 16 rows per warp
   static constexpr int kNTiles = Bc / 8;     // 8-key tiles of S
-  static constexpr int kDTiles = kHeadDim / 8;      // 8-column tiles of O
-  static constexpr int kDataDTiles = D / 8;         // those holding the tensors' columns
+  // 8-column tiles of O: the tensors' columns only (P V's N is head_dim, not the tile's).
+  static constexpr int kDTiles = D / 8;
   static constexpr int kColBlocks = kHeadDim / 64;  // TMA boxes (128-byte swizzle rows) per tile
   static constexpr int kQBytes = int(kGeometry.q_tile_bytes());
   static constexpr bool kOBuffer = kGeometry.o_buffer();  // persistent: O staged apart from Q
@@ -172,7 +172,7 @@ __device__ __forceinline__ void sm90_store_o_direct(const float (&o)[1][C::kDTil
     u16* row = gO + r * o_stride_s + (lane & 3) * 2;
     const float inv = rows[0][half].out_scale;
 #pragma unroll
-    for (int dt = 0; dt < C::kDataDTiles; ++dt)  // not the zero columns of a padded tile
+    for (int dt = 0; dt < C::kDTiles; ++dt)
       *reinterpret_cast<u32*>(row + dt * 8) =
           pack2<C::kElem>(o[0][dt][2 * half] * inv, o[0][dt][2 * half + 1] * inv);
   }

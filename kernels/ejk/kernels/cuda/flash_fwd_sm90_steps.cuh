@@ -89,7 +89,7 @@ __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
 #pragma unroll
   for (int kk = 0; kk < C::kBlockK / 16; ++kk) {
     const u64 b = smem_desc_advance(b0, kk * 16 * 128);  // keys 16 kk .. 16 kk + 15
-    wgmma_rs<C::kHeadDim, C::kElem, true>(&o[0][0][0], a[kk], b);
+    wgmma_rs<C::kDataDim, C::kElem, true>(&o[0][0][0], a[kk], b);
   }
 }
 

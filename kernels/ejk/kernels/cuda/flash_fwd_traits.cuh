@@ -61,11 +61,11 @@ struct FlashFwdSm80Geometry {
 // 128-byte swizzled (no padding): [head_dim / 64 column blocks][rows][64 elements], which is
 // what one TMA box of {64 elements, rows} with SWIZZLE_128B writes. The mbarriers sit after the
 // V ring. A head_dim that is no multiple of 64 (a multiple of 16 from 64 up, e.g. 96 or 160)
-// runs as the next multiple (tile_head_dim): the TMA fills the columns past the tensor's
-// head_dim with zeros, which add nothing to Q K^T (whose k steps over them are skipped) or to
-// P V (whose extra O columns are 0 and not stored: a TMA store drops what lies outside the
-// map). One family for every head_dim a Hopper key asks for; the sm80 family there ran at
-// about half the rate (d96: 269-275 TFLOP/s on an H200, bench/cuda/NOTES.md v17).
+// has tiles of the next multiple (tile_head_dim): the TMA fills the columns past the tensor's
+// head_dim with zeros, Q K^T skips their k steps, P V runs at N = head_dim (its B operand
+// spans part of the last swizzle atom) and a TMA store drops the staged columns outside the
+// map. One family for every head_dim a Hopper key asks for: the sm80 family ran d96 and d160
+// at 0.36-0.53x the rate of these tiles (bench/cuda/NOTES.md session 20).
 //
 // Work items are (q block, q head, sequence). One block per item, or (persistent) one block per
 // SM looping over items, the producer loading the next item's Q and K/V while the consumers
@@ -153,7 +153,7 @@ struct FlashFwdSm90Geometry {
   // and loop counters. An estimate: shapes over the cap would spill in the inner loop.
   static constexpr i64 kConsumerOverheadRegs = 30;
   constexpr i64 consumer_regs_estimate() const {
-    return block_k / 2 + tile_head_dim() / 2 + block_k / 4 + kConsumerOverheadRegs;
+    return block_k / 2 + head_dim / 2 + block_k / 4 + kConsumerOverheadRegs;
   }
   // Q's A fragments in registers: head_dim / 16 k steps of 4 registers each (none for the
   // zero columns of a padded tile).
