@@ -80,6 +80,23 @@ std::vector<Variant> bench_variants() {
       variant<Elem::bf16, 96, 128, 64, kPlain>(),        variant<Elem::bf16, 96, 128, 64, kCausal>(),
       variant_sm90<Elem::bf16, 160, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 160, 128, 64, kCausal>(),
       variant<Elem::bf16, 160, 128, 32, kPlain>(),       variant<Elem::bf16, 160, 128, 32, kCausal>(),
+      // their other tiles (session 20): wider key tiles at 96 (d128's 128 x 192 and
+      // neighbours), d256's 128 x 80 and neighbours at 160; 80 and 112 at the default
+      variant_sm90<Elem::bf16, 96, 128, 160, kPlain>(),  variant_sm90<Elem::bf16, 96, 128, 160, kCausal>(),
+      variant_sm90<Elem::bf16, 96, 128, 192, kPlain>(),  variant_sm90<Elem::bf16, 96, 128, 192, kCausal>(),
+      variant_sm90<Elem::bf16, 96, 128, 128, kCausal, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 160, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 160, 128, 80, kCausal>(),
+      variant_sm90<Elem::bf16, 160, 128, 96, kPlain>(),  variant_sm90<Elem::bf16, 160, 128, 96, kCausal>(),
+      variant_sm90<Elem::bf16, 160, 128, 112, kPlain>(), variant_sm90<Elem::bf16, 160, 128, 112, kCausal>(),
+      variant_sm90<Elem::bf16, 80, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 80, 128, 128, kCausal>(),
+      variant_sm90<Elem::bf16, 112, 128, 128, kPlain>(), variant_sm90<Elem::bf16, 112, 128, 128, kCausal>(),
+      // head_dim 192 and 224 (tiles of 192 and 256 columns): 128 x 64 (the fallback rule's)
+      // against 128 x 80 (d256's) and 128 x 96
+      variant_sm90<Elem::bf16, 192, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 192, 128, 64, kCausal>(),
+      variant_sm90<Elem::bf16, 192, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 192, 128, 80, kCausal>(),
+      variant_sm90<Elem::bf16, 192, 128, 96, kPlain>(),  variant_sm90<Elem::bf16, 192, 128, 96, kCausal>(),
+      variant_sm90<Elem::bf16, 224, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 224, 128, 64, kCausal>(),
+      variant_sm90<Elem::bf16, 224, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 224, 128, 80, kCausal>(),
   };
 }
 

@@ -135,6 +135,8 @@ TEST_CASE("spec: domains, JIT ranges and constraints", "[spec]") {
   CHECK(valid("flash_fwd.cuda.sm90a.bf16.d128.bq128.bk128.causal.win"));
   CHECK(valid("flash_fwd.cuda.sm90a.bf16.d256.bq128.bk80"));              // unpadded sm90 tiles fit
   CHECK_FALSE(valid("flash_fwd.cuda.sm80.bf16.d256.bq128.bk80"));         // padded sm80 tiles do not
+  CHECK(valid("flash_fwd.cuda.sm90a.bf16.d160.bq128.bk112"));             // sm90 tiles of 192 columns
+  CHECK_FALSE(valid("flash_fwd.cuda.sm90a.bf16.d240.bq128.bk192"));       // 256 columns: no room
   CHECK_THROWS_WITH(spec().validate(spec().parse_key("flash_fwd.cpu.avx2.f32.d12.bq32.bk64")),
                     ContainsSubstring("head_dim = 12") && ContainsSubstring("8..256"));
 }
@@ -211,6 +213,11 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}, {"extras", 2}})).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}})).at("block_k") == 64);
+  // head_dim 144-176 (padded to 192-column tiles): 128x112 from 4k, 128x64 below
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 160}})).at("block_k") == 112);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 144}, {"causal", 1}})).at("block_k") == 112);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 160}, {"seqlen_q", 2048}})).at("block_k") == 64);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 176}, {"extras", 1}})).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm80", problem).at("block_k") == 64);
   CHECK(spec().choose_config("cuda", "sm80", with({{"head_dim", 256}})).at("block_k") == 32);
   CHECK_THROWS_WITH(spec().choose_config("cuda", problem), ContainsSubstring("'sm'"));
