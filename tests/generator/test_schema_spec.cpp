@@ -191,14 +191,16 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 8192}})).at("block_k") == 192);
   // head_dim 64: three consumers (192 x 128) from 1k without a causal mask (session 15), from
-  // 8k with one (below that the causal 128 x 128 draws its items in small head groups; session 14)
+  // 2k with one (session 20; at 1k the causal 128 x 128)
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 2048}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 1024}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 1023}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 2048}})).at("block_q") == 128);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 2047}})).at("block_q") == 128);
+  // causal from 2k too since session 20 (three consumers with their own tile counts, drawn items)
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 2048}})).at("block_q") == 192);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 8192}})) ==
         Config{{"block_k", 128}, {"block_q", 192}});
   // ... and from 16k with one block per item (the tuning flag; session 18 call 11)

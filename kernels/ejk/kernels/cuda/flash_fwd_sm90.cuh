@@ -78,14 +78,16 @@ struct FlashFwdSm90Config {
   // Persistent blocks of one or two consumer warpgroups take each item from the producer's
   // record (Sm90ItemRecord) instead of decoding it themselves (the decode was ~6% of the
   // consumer warps' samples at head_dim 64 causal 1k): head_dim 128 x 128 +0.7..+2.7% from 1k
-  // to 8k, +1.3% at head_dim 64 causal 1k (NOTES.md v27). Not with three consumers (192 x 128:
-  // -0.5..-1.7% in two calls) nor one block per item (one item, decoded while its first Q is
-  // in flight either way).
-  static constexpr bool kItemRecord = kPersistent && kConsumers <= 2;
+  // to 8k, +1.3% at head_dim 64 causal 1k (NOTES.md v27). Three consumers only with the
+  // causal order, for the drawn items below (non-causal 192 x 128: -0.5..-1.7% in two calls);
+  // not one block per item (one item, decoded while its first Q is in flight either way).
+  static constexpr bool kItemRecord = kPersistent && (kConsumers <= 2 || kCausalOrder);
   // Those of them with the causal order draw each item from a counter of the launch
   // (FlashFwdParams::tile_counter, sm90_draw) instead of the snake: the block that finishes
   // first takes the next heaviest item (the snake's block sums differ by 1.4-3% at 1k-2k,
-  // bench/cuda/sched_sim.py).
+  // bench/cuda/sched_sim.py). Three consumers with per-warpgroup tile counts (sm90_consume_item)
+  // and drawn items: head_dim 64 causal 192 x 128 +15.7 / +11.1 / +5.8 / +3.1% at 1k / 2k / 4k /
+  // 8k over the snake (v73, session 20).
   static constexpr bool kDrawItems = kSnake && kItemRecord;
   // Blocks that take their items as they free up need no padding of the order's groups.
   static constexpr bool kUnpaddedOrder = kCausalOrder && (kDrawItems || !kPersistent);
@@ -195,9 +197,11 @@ struct Sm90Cursor {
 template <class C>
 __device__ __forceinline__ void sm90_pass_item(const Sm90Smem<C>& sm, const Sm90Block& blk,
                                                Sm90Cursor& cur, int cwg, int lane) {
-  static_assert(!C::kItemRecord, "three consumers decode their items: no record to release");
   const int tiles = blk.tiles();
-  if (tiles == 0) return;  // no Q and no tiles were loaded for it
+  if (tiles == 0) {  // no Q and no tiles were loaded for it
+    if (C::kItemRecord) sm90_release(sm.q_empty(), lane);  // lane 0 read the record
+    return;
+  }
   mbar_wait(sm.q_full(), cur.q_loads & 1);
   sm90_release(sm.q_empty(), lane);
   for (int t = 0; t < tiles; ++t) {
@@ -252,6 +256,15 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   float o[1][C::kDTiles][4];
   zero<C::kDTiles>(o);
   const int tiles = blk.tiles();
+  // Three causal consumers stop at the last key tile their own 64 rows see (tiles_w); the
+  // block's later tiles, fully masked for them, they pass after the loop (v70, session 19:
+  // one or two of the three computed a masked tile on every diagonal).
+  int tiles_w = tiles;
+  if constexpr (C::kConsumers == 3 && C::kCausal && !C::kWindow) {
+    const i64 last_key = min_of<i64>(
+        last_visible_key(i64(blk.q0) + cwg * 64 + 63, blk.mask), i64(blk.seq.len_k) - 1);
+    tiles_w = min_of<int>(tiles, int(last_key / C::kBlockK) + 1 - blk.keys.tile_begin);
+  }
   float s[1][C::kNTiles][4];
   float alpha[2];
   u32 pa[C::kBlockK / 16][4];
@@ -304,7 +317,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
     turn_end();
     wgmma_wait<0>();
     probe.mark(kProbeS0);
-    for (int t = 0; t < tiles; ++t) {
+    for (int t = 0; t < tiles_w; ++t) {
       const int st = slot(t);
       fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
       sm90_release(sm.k_empty(st), lane);
@@ -315,7 +328,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       // ran behind the arrive (16 rows wrong in some short items on persistent grids of three
       // blocks; NOTES.md session 12). Beside the K release: a branch of its own after the S(0)
       // wait made ptxas serialize the wgmmas of the head_dim 128 kernels (C7515).
-      if (t == (C::kQInRegs ? 0 : tiles - 1)) sm90_release(sm.q_empty(), lane);
+      if (t == (C::kQInRegs ? 0 : tiles_w - 1)) sm90_release(sm.q_empty(), lane);
       to_log2(t);
       softmax_deferred<C>(s, rows, alpha, exp_scale);
       wgmma_wait<0>();  // P(t-1) V(t-1) (nothing pending at t = 0)
@@ -324,7 +337,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       rescale_o<C>(o, alpha);  // t = 0: O is 0
       pack_p<C>(pa, s);
       mbar_wait(sm.v_full(st), phase(t));
-      if (t + 1 < tiles) {
+      if (t + 1 < tiles_w) {
         mbar_wait(sm.k_full(slot(t + 1)), phase(t + 1));
         turn_begin();
         zero<C::kNTiles>(s);
@@ -341,6 +354,16 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
         wgmma_commit();
       }
     }
+    // The tiles none of this warpgroup's rows see: waited for, the turn handed on, released
+    // (as sm90_pass_item does for a whole item).
+    for (int t = tiles_w; t < tiles; ++t) {
+      mbar_wait(sm.k_full(slot(t)), phase(t));
+      turn_begin();
+      turn_end();
+      sm90_release(sm.k_empty(slot(t)), lane);
+      mbar_wait(sm.v_full(slot(t)), phase(t));
+      sm90_release(sm.v_empty(slot(t)), lane);
+    }
   }
   probe.mark(kProbeLoop);
   // The row sums are final once the last softmax is done: the normalisation and the lse run
@@ -353,7 +376,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   wgmma_wait<0>();  // the last P V (nothing pending without visible keys)
   fence_operands<C::kDTiles * 4>(&o[0][0][0]);
   if (tiles > 0) {
-    sm90_release(sm.v_empty(slot(tiles - 1)), lane);
+    sm90_release(sm.v_empty(slot(tiles_w - 1)), lane);
     cur.kv += tiles;
     ++cur.q_loads;
   }
