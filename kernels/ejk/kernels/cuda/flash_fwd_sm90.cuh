@@ -187,13 +187,28 @@ struct Sm90Cursor {
   u32 records = 0;  // item records read so far
 };
 
+// A K/V tile a consumer warpgroup takes no part in (the `kv`-th of the block's stream): waited
+// for (a release ahead of the load would count toward the slot's previous use), its turn handed
+// on in ring order, both halves released.
+template <class C>
+__device__ __forceinline__ void sm90_pass_tile(const Sm90Smem<C>& sm, u32 kv, int cwg, int lane) {
+  const int st = int(kv % C::kStages);
+  const u32 ph = (kv / C::kStages) & 1;
+  mbar_wait(sm.k_full(st), ph);
+  if (C::kPingPong) {
+    named_bar_sync(1 + cwg, 256);
+    named_bar_arrive(1 + (cwg + 1) % C::kConsumers, 256);
+  }
+  sm90_release(sm.k_empty(st), lane);
+  mbar_wait(sm.v_full(st), ph);
+  sm90_release(sm.v_empty(st), lane);
+}
+
 // An item for a consumer warpgroup whose 64 rows all lie past the block's valid rows (the last
 // q block of a sequence whose length is no multiple of block_q: 1k rows in 192-row blocks end
 // with 64): nothing to compute or store, only its part of the protocol, so that the
-// warpgroups with rows run alone instead of beside two that compute padding. Each of the
-// item's tiles is waited for before its release (a release ahead of the load would count
-// toward the slot's previous use), its turns are passed on in ring order, and the Q tile is
-// released once it has landed.
+// warpgroups with rows run alone instead of beside two that compute padding: the Q tile is
+// released once it has landed, and each of the item's tiles passed (sm90_pass_tile).
 template <class C>
 __device__ __forceinline__ void sm90_pass_item(const Sm90Smem<C>& sm, const Sm90Block& blk,
                                                Sm90Cursor& cur, int cwg, int lane) {
@@ -204,18 +219,8 @@ __device__ __forceinline__ void sm90_pass_item(const Sm90Smem<C>& sm, const Sm90
   }
   mbar_wait(sm.q_full(), cur.q_loads & 1);
   sm90_release(sm.q_empty(), lane);
-  for (int t = 0; t < tiles; ++t) {
-    const int st = int((cur.kv + t) % C::kStages);
-    const u32 ph = ((cur.kv + t) / C::kStages) & 1;
-    mbar_wait(sm.k_full(st), ph);
-    if (C::kPingPong) {
-      named_bar_sync(1 + cwg, 256);
-      named_bar_arrive(1 + (cwg + 1) % C::kConsumers, 256);
-    }
-    sm90_release(sm.k_empty(st), lane);
-    mbar_wait(sm.v_full(st), ph);
-    sm90_release(sm.v_empty(st), lane);
-  }
+  for (int t = 0; t < tiles; ++t)
+    sm90_pass_tile<C>(sm, cur.kv + t, cwg, lane);
   cur.kv += tiles;
   ++cur.q_loads;
 }
@@ -261,6 +266,11 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // one or two of the three computed a masked tile on every diagonal).
   int tiles_w = tiles;
   if constexpr (C::kConsumers == 3 && C::kCausal && !C::kWindow) {
+    // The passed tiles come after this warpgroup's last P V, which holds its V slot until the
+    // epilogue: fewer passed tiles than stages (the block's rows end <= 128 keys later), or the
+    // producer could not refill that slot for them.
+    static_assert(C::kStages > (128 + C::kBlockK - 1) / C::kBlockK,
+                  "flash_fwd sm90: too few K/V stages for the causal tiles a warpgroup passes");
     const i64 last_key = min_of<i64>(
         last_visible_key(i64(blk.q0) + cwg * 64 + 63, blk.mask), i64(blk.seq.len_k) - 1);
     tiles_w = min_of<int>(tiles, int(last_key / C::kBlockK) + 1 - blk.keys.tile_begin);
@@ -354,16 +364,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
         wgmma_commit();
       }
     }
-    // The tiles none of this warpgroup's rows see: waited for, the turn handed on, released
-    // (as sm90_pass_item does for a whole item).
-    for (int t = tiles_w; t < tiles; ++t) {
-      mbar_wait(sm.k_full(slot(t)), phase(t));
-      turn_begin();
-      turn_end();
-      sm90_release(sm.k_empty(slot(t)), lane);
-      mbar_wait(sm.v_full(slot(t)), phase(t));
-      sm90_release(sm.v_empty(slot(t)), lane);
-    }
+    for (int t = tiles_w; t < tiles; ++t)  // the tiles none of this warpgroup's rows see
+      sm90_pass_tile<C>(sm, cur.kv + t, cwg, lane);
   }
   probe.mark(kProbeLoop);
   // The row sums are final once the last softmax is done: the normalisation and the lse run
