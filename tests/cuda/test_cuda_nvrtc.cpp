@@ -101,6 +101,27 @@ TEST_CASE("each feature flag compiles on sm80 and sm90a", "[nvrtc]") {
   CHECK(failures.empty());
 }
 
+// head_dims that are no multiple of 64 run the wgmma family on padded tiles (tile_head_dim); most
+// are JIT-only keys, so the AOT compile test does not reach them.
+TEST_CASE("padded head_dims compile for sm90a's wgmma family", "[nvrtc]") {
+  std::string why;
+  if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
+  struct Shape { int d, bq, bk; const char* flag; };
+  const Shape shapes[] = {{80, 128, 128, "causal"}, {112, 128, 128, "softcap"},
+                          {160, 128, 112, "causal"}, {224, 128, 80, "per_item"}};
+  std::vector<VariantKey> keys;
+  for (const Shape& sh : shapes) {
+    VariantKey key = flash_schema().blank_key("cuda", "sm90a");
+    key.set_enum("dtype", "bf16");
+    key.set_int("head_dim", sh.d), key.set_int("block_q", sh.bq), key.set_int("block_k", sh.bk);
+    key.set_flag(sh.flag, true);
+    keys.push_back(key);
+  }
+  const std::vector<std::string> failures = compile_keys(keys);
+  for (const std::string& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
+}
+
 TEST_CASE("an f32 CUDA key fails with a message naming the dtype", "[nvrtc]") {
   std::string why;
   if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
