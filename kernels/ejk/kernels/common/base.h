@@ -23,7 +23,7 @@ constexpr i64 kUnbounded = (i64)1 << 60;
 
 template <class T> EJK_HD T min_of(T a, T b) { return a < b ? a : b; }
 template <class T> EJK_HD T max_of(T a, T b) { return a < b ? b : a; }
-template <class T> EJK_HD T ceil_div(T a, T b) { return (a + b - 1) / b; }
+template <class T> EJK_HD constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
 // Bit patterns instead of INFINITY/NAN macros: math.h is not available under NVRTC. The
 // device spelling only in device passes: nvcc's host pass of a .cu file compiles this too.

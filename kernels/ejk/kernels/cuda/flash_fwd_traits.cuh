@@ -94,9 +94,7 @@ struct FlashFwdSm90Geometry {
 
   // Columns of the shared-memory tiles and of O's accumulators: head_dim up to whole
   // 128-byte swizzle rows (TMA boxes of kTmaBoxCols).
-  constexpr i64 tile_head_dim() const {
-    return (head_dim + kTmaBoxCols - 1) / kTmaBoxCols * kTmaBoxCols;
-  }
+  constexpr i64 tile_head_dim() const { return ceil_div(head_dim, kTmaBoxCols) * kTmaBoxCols; }
   constexpr i64 consumer_warpgroups() const { return block_q / 64; }
   constexpr i64 warps() const { return 4 * (consumer_warpgroups() + 1); }
   constexpr i64 threads() const { return 32 * warps(); }
