@@ -97,6 +97,15 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 192, 128, 96, kPlain>(),  variant_sm90<Elem::bf16, 192, 128, 96, kCausal>(),
       variant_sm90<Elem::bf16, 224, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 224, 128, 64, kCausal>(),
       variant_sm90<Elem::bf16, 224, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 224, 128, 80, kCausal>(),
+      // head_dim 32 and 48 (session 21): the wgmma family on 64-column tiles (TMA boxes wider
+      // than the tensor), two and three consumers, against the sm80 family they ran before
+      variant_sm90<Elem::bf16, 32, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 32, 128, 128, kCausal>(),
+      variant_sm90<Elem::bf16, 32, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 32, 192, 128, kCausal>(),
+      variant<Elem::bf16, 32, 128, 128, kPlain>(),       variant<Elem::bf16, 32, 128, 128, kCausal>(),
+      variant<Elem::bf16, 32, 128, 64, kPlain>(),        variant<Elem::bf16, 32, 128, 64, kCausal>(),
+      variant_sm90<Elem::bf16, 48, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 48, 128, 128, kCausal>(),
+      variant_sm90<Elem::bf16, 48, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 48, 192, 128, kCausal>(),
+      variant<Elem::bf16, 48, 128, 128, kPlain>(),       variant<Elem::bf16, 48, 128, 128, kCausal>(),
   };
 }
 
@@ -398,7 +407,7 @@ std::vector<Variant> bench_variant_list() { return bench_variants(); }
 // causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison).
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
-  // The issue's head_dims, or the one EJK_BENCH_D names (96 and 160 have variants too).
+  // The issue's head_dims, or the one EJK_BENCH_D names (32-224 have variants too).
   const char* only_d = std::getenv("EJK_BENCH_D");
   std::vector<int64_t> dims = {64, 128, 256};
   if (only_d != nullptr && *only_d != '\0') dims = {std::atoll(only_d)};

@@ -89,6 +89,16 @@ std::vector<Variant> check_variants() {
       variant_sm90<Elem::bf16, 160, 128, 64, kAll>(),
       variant_sm90<Elem::bf16, 224, 128, 80, kCausal>(),
       variant_sm90<Elem::f16, 224, 128, 64, kAll, true, 0, ejk::cuda::Sm90Schedule::persistent>(),
+      // head_dim below 64 (session 21): 64-column tiles, the TMA box wider than the tensor (its
+      // zero columns skipped by Q K^T, P V at N = 16..48, O stored through a map narrower than
+      // its box); two, three and one consumers, both schedules, every flag
+      variant_sm90<Elem::bf16, 32, 128, 128, kPlain>(),
+      variant_sm90<Elem::bf16, 32, 128, 128, kCausal>(),
+      variant_sm90<Elem::f16, 48, 128, 128, kAll>(),
+      variant_sm90<Elem::bf16, 48, 192, 128, kCausal>(),
+      variant_sm90<Elem::bf16, 16, 192, 128, FlashFlags{.causal = true, .window = true}>(),
+      variant_sm90<Elem::bf16, 32, 128, 64, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
+      variant_sm90<Elem::f16, 16, 64, 128, FlashFlags{.softcap = true, .sinks = true}>(),
   };
 }
 

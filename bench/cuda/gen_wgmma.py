@@ -14,7 +14,7 @@ wgmma_rs also takes N = block_k: S = Q K^T with Q's fragments in registers (q_in
 """
 import os, subprocess, sys, tempfile
 
-HEAD_DIMS = tuple(range(64, 257, 16))  # the sm_90a family: head_dim a multiple of 16 in [64, 256]
+HEAD_DIMS = tuple(range(16, 257, 16))  # the sm_90a family: head_dim a multiple of 16 in [16, 256]
 BLOCK_QS = (64, 128, 192)
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
 
@@ -39,7 +39,7 @@ int main() {
 
 def block_ks():
     """(block_k, whether some geometry with it holds Q in registers) of every valid sm_90a
-    geometry (head_dim 64..256, block_q 64/128/192)."""
+    geometry (head_dim 16..256, block_q 64/128/192)."""
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = os.path.join(tmp, "enum.cpp"), os.path.join(tmp, "enum")

@@ -107,8 +107,11 @@ TEST_CASE("padded head_dims compile for sm90a's wgmma family", "[nvrtc]") {
   std::string why;
   if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
   struct Shape { int d, bq, bk; const char* flag; };
+  // Below 64 the TMA box is wider than the tensor: d32 and d48, three consumers at d16.
   const Shape shapes[] = {{80, 128, 128, "causal"}, {112, 128, 128, "softcap"},
-                          {160, 128, 112, "causal"}, {224, 128, 80, "per_item"}};
+                          {160, 128, 112, "causal"}, {224, 128, 80, "per_item"},
+                          {32, 128, 128, "causal"},  {48, 128, 128, "sinks"},
+                          {16, 192, 128, "window"}};
   std::vector<VariantKey> keys;
   for (const Shape& sh : shapes) {
     VariantKey key = flash_schema().blank_key("cuda", "sm90a");
@@ -314,17 +317,21 @@ TEST_CASE("launch shapes follow the kernel family of the key", "[cuda]") {
   p.batch = 1;  // 48 work items: a persistent grid has one block each
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms).grid[0] == 48);
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 64, 64, 128, p, sms).block == 256);
-  // head_dim no multiple of 64: the wgmma family on tiles of the next multiple (d96 as d128);
-  // below 64 the sm80 family
+  // head_dim no multiple of 64: the wgmma family on tiles of the next multiple (d96 as d128,
+  // d48 as d64, three consumers too); the sm80 family where block_k < 64
   const cuda::LaunchShape d96 = cuda::flash_fwd_launch_shape("sm90a", 96, 128, 64, p, sms);
   CHECK(d96.tma);
   CHECK(d96.block == 384);
   CHECK(d96.smem_bytes == cuda::flash_fwd_launch_shape("sm90a", 128, 128, 64, p, sms).smem_bytes);
   CHECK(cuda::flash_fwd_launch_shape("sm90a", 160, 128, 64, p, sms).smem_bytes ==
         cuda::flash_fwd_launch_shape("sm90a", 192, 128, 64, p, sms).smem_bytes);
-  CHECK_FALSE(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 64, p, sms).tma);
-  CHECK(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 64, p, sms).smem_bytes ==
-        2 * (128 + 4 * 64) * (48 + 8));
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 64, p, sms).tma);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 16, 192, 128, p, sms).smem_bytes ==
+        cuda::flash_fwd_launch_shape("sm90a", 64, 192, 128, p, sms).smem_bytes);
+  CHECK_FALSE(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 32, p, sms).tma);
+  CHECK(cuda::flash_fwd_launch_shape("sm90a", 48, 128, 32, p, sms).smem_bytes ==
+        2 * (128 + 4 * 32) * (48 + 8));
+  CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm90a", 96, 192, 128, p, sms), InvalidArgument);
   CHECK_THROWS_AS(cuda::flash_fwd_launch_shape("sm80", 72, 128, 64, p, sms), InvalidArgument);
 }
 

@@ -207,6 +207,13 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 16384}})) ==
         Config{{"block_k", 128}, {"block_q", 192}, {"per_item", 1}});
   CHECK_FALSE(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 16384}})).contains("per_item"));
+  // head_dim 32 and 48 (64-column tiles) by the same rule (session 21); one block per item at
+  // causal 16k is measured at 64 only
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 32}})).at("block_q") == 192);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 48}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 48}, {"causal", 1}, {"seqlen_q", 16384}})) ==
+        Config{{"block_k", 128}, {"block_q", 192}});
+  CHECK(spec().choose_config("cuda", "sm80", with({{"head_dim", 32}})).at("block_q") == 128);
   // head_dim 64 with per-score extras (window + softcap): 128x128, not the three-consumer tile
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"extras", 2}})) ==
         Config{{"block_k", 128}, {"block_q", 128}});
@@ -214,7 +221,16 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   // per-score extras (window, segments, softcap, bias) keep the narrower tiles
   CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}, {"extras", 2}})).at("block_k") == 64);
-  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}})).at("block_k") == 64);
+  // head_dim 192: 128x96 without extras (session 21); 96 causal: 128x160 at 4k-8k, one block
+  // per item from 16k, 128x128 below 4k and without a causal mask
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}})) == Config{{"block_k", 96}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}, {"causal", 1}, {"extras", 1}})).at("block_k") == 64);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 96}, {"causal", 1}})) == Config{{"block_k", 160}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 96}, {"causal", 1}, {"seqlen_q", 16384}})) ==
+        Config{{"block_k", 128}, {"block_q", 128}, {"per_item", 1}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 96}, {"causal", 1}, {"seqlen_q", 2048}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 96}})).at("block_k") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 96}, {"causal", 1}, {"extras", 1}})).at("block_k") == 128);
   // head_dim 144-176 (padded to 192-column tiles): 128x112 from 4k, 128x64 below
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 160}})).at("block_k") == 112);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 144}, {"causal", 1}})).at("block_k") == 112);

@@ -113,8 +113,8 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
     throw InvalidArgument("CUDA flash_fwd variant d" + std::to_string(head_dim) + ".bq" +
                           std::to_string(block_q) + ".bk" + std::to_string(block_k) +
                           ": expected head_dim a multiple of 16 in [16, 256], block_q 64 or 128 "
-                          "(or 192 at head_dim 64 on sm90a), block_k a multiple of 16 in "
-                          "[16, 128] (on sm90a with head_dim >= 64: up to 256 where "
+                          "(or 192 at head_dim <= 64 on sm90a), block_k a multiple of 16 in "
+                          "[16, 128] (on sm90a from 64: up to 256 where "
                           "the accumulators fit the registers and the tiles 227 KiB)");
   LaunchShape s;
   if (f.wgmma) {

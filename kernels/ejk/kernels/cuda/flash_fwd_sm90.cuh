@@ -40,8 +40,8 @@ struct FlashFwdSm90Config {
   static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt, kScheduleOpt, kQOpt};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
-                "flash_fwd sm90: head_dim a multiple of 16 in [64, 256], block_q 64 or 128 (or 192 "
-                "at head_dim 64), block_k a multiple of 16 in [64, 256] whose S, P and O fit the "
+                "flash_fwd sm90: head_dim a multiple of 16 in [16, 256], block_q 64 or 128 (or 192 "
+                "at head_dim <= 64), block_k a multiple of 16 in [64, 256] whose S, P and O fit the "
                 "consumer register cap, shared memory <= 227 KiB");
   static constexpr Elem kElem = E;
   // kHeadDim: the tiles' columns (head_dim up to a multiple of 64, kGeometry.tile_head_dim);

@@ -60,12 +60,13 @@ struct FlashFwdSm80Geometry {
 // with P from registers. Tiles are stored
 // 128-byte swizzled (no padding): [head_dim / 64 column blocks][rows][64 elements], which is
 // what one TMA box of {64 elements, rows} with SWIZZLE_128B writes. The mbarriers sit after the
-// V ring. A head_dim that is no multiple of 64 (a multiple of 16 from 64 up, e.g. 96 or 160)
-// has tiles of the next multiple (tile_head_dim): the TMA fills the columns past the tensor's
-// head_dim with zeros, Q K^T skips their k steps, P V runs at N = head_dim (its B operand
-// spans part of the last swizzle atom) and a TMA store drops the staged columns outside the
-// map. One family for every head_dim a Hopper key asks for: the sm80 family ran d96 and d160
-// at 0.36-0.53x the rate of these tiles (bench/cuda/NOTES.md session 20).
+// V ring. A head_dim that is no multiple of 64 (any multiple of 16, e.g. 32, 96 or 160) has
+// tiles of the next multiple (tile_head_dim): the TMA fills the columns past the tensor's
+// head_dim with zeros (below 64 its box is wider than the tensor), Q K^T skips their k steps,
+// P V runs at N = head_dim (its B operand spans part of the last swizzle atom) and a TMA store
+// drops the staged columns outside the map. One family for every head_dim a Hopper key asks
+// for: the sm80 family ran d96 and d160 at 0.36-0.53x the rate of these tiles
+// (bench/cuda/NOTES.md session 20).
 //
 // Work items are (q block, q head, sequence). One block per item, or (persistent) one block per
 // SM looping over items, the producer loading the next item's Q and K/V while the consumers
@@ -170,14 +171,14 @@ struct FlashFwdSm90Geometry {
     return consumer_regs_estimate() + q_fragment_regs() + kQRegsHeadroom <= consumer_reg_cap();
   }
   constexpr bool valid() const {
-    // head_dim: a multiple of 16 (Q K^T's k steps) from 64 (below that a TMA box of 64
-    // columns would be wider than the tensor) to 256.
+    // head_dim: a multiple of 16 (Q K^T's k steps) up to 256.
     // block_q 192 (three consumer warpgroups, FA3's head_dim-64 shape: 1.5x the K/V reuse per
-    // loaded byte) only at head_dim 64, where 160 registers per consumer hold S, P and O.
+    // loaded byte) only at head_dim <= 64 (tiles of 64 columns), where 160 registers per
+    // consumer hold S, P and O.
     // block_k: any multiple of 16 in [64, 256] (the N of S = Q K^T's wgmma and a TMA box of
     // at most 256 rows; 16 keys per P V k step) whose accumulators fit the register cap.
-    return head_dim % 16 == 0 && head_dim >= 64 && head_dim <= 256 &&
-           (block_q == 64 || block_q == 128 || (block_q == 192 && head_dim == 64)) &&
+    return head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 256 &&
+           (block_q == 64 || block_q == 128 || (block_q == 192 && head_dim <= 64)) &&
            block_k % 16 == 0 && block_k >= 64 && block_k <= 256 &&
            consumer_regs_estimate() <= consumer_reg_cap() && stages() >= 2 &&
            stages() <= kMaxStages && smem_bytes() <= kMaxSmemSm90;
