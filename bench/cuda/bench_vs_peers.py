@@ -65,7 +65,8 @@ SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../specs/fla
 
 
 def default_config(s, d, causal):
-    """(block_q, block_k) of the spec's sm90a heuristic: its `when` expressions evaluated here."""
+    """The config the spec's sm90a heuristic chooses (block_q, block_k, maybe per_item): its `when`
+    expressions evaluated here."""
     import yaml
     rules = yaml.safe_load(open(SPEC))["backends"]["cuda"]["heuristic"]
     env = {"sm": 90, "head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": int(causal), "dtype_bytes": 2,
@@ -73,13 +74,15 @@ def default_config(s, d, causal):
     for rule in rules:
         when = rule.get("when")
         if when is None or eval(when.replace("&&", " and ").replace("||", " or "), {}, env):
-            return rule["choose"]["block_q"], rule["choose"]["block_k"]
+            return rule["choose"]
 
 
 def default_name(s, d, causal):
-    """check_flash's name of the variant the heuristic picks for this shape."""
-    bq, bk = default_config(s, d, causal)
-    return f"bf16.d{d}.bq{bq}.bk{bk}" + (".causal" if causal else "") + ".wgmma"
+    """check_flash's name of the variant the heuristic picks for this shape (its schedule too:
+    before session 21 the one-block-per-item choices were timed persistent)."""
+    c = default_config(s, d, causal)
+    return (f"bf16.d{d}.bq{c['block_q']}.bk{c['block_k']}" + (".causal" if causal else "") + ".wgmma" +
+            (".per_item" if c.get("per_item") else ""))
 
 
 def default_row(ours, s, d, causal):
