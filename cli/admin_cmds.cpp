@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <set>
+#include <utility>
 
 #include "commands.h"
 #include "ejk/admin.h"
@@ -80,9 +81,13 @@ void add_compile_command(CLI::App& app) {
   c->add_option("--backend", req->backend, "cpu or cuda")->capture_default_str();
   c->add_option("--arch,--target", *arch, "Target: sm80, sm90a (cuda); avx512, avx2, generic (cpu)");
   c->add_option("--dtype", *dtype, "f32, bf16 or f16")->capture_default_str();
-  for (const char* n : {"d", "block-q", "block-k"}) c->add_option(std::string("--") + n, (*ints)[n]);
+  const std::pair<const char*, const char*> int_axes[] = {
+      {"d", "Head dim"},
+      {"block-q", "Query block (default: the spec's heuristic)"},
+      {"block-k", "Key block (default: the spec's heuristic)"}};
+  for (const auto& [n, help] : int_axes) c->add_option(std::string("--") + n, (*ints)[n], help);
   for (const char* n : {"causal", "window", "segments", "softcap", "sinks", "bias"})
-    c->add_flag(std::string("--") + n, (*flags)[n]);
+    c->add_flag(std::string("--") + n, (*flags)[n], std::string("The key's ") + n + " flag");
   c->add_flag("--per-item", (*flags)["per_item"],
               "sm90a: one block per work item instead of persistent blocks (a tuning flag)");
   c->add_flag("--json", *json, "Print one JSON object");
