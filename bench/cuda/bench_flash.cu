@@ -106,6 +106,11 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 48, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 48, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 48, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 48, 192, 128, kCausal>(),
       variant<Elem::bf16, 48, 128, 128, kPlain>(),       variant<Elem::bf16, 48, 128, 128, kCausal>(),
+      // untried schedules (session 21's Next): one block per item for d32 causal at 16k (the rule
+      // has it at 64 only), persistent blocks for d192's 128 x 96 (causal 1k: 0.97x cuDNN per item)
+      variant_sm90<Elem::bf16, 32, 192, 128, kCausal, true, 0, kPerItem>(),
+      variant_sm90<Elem::bf16, 192, 128, 96, kPlain, true, 0, kPersist>(),
+      variant_sm90<Elem::bf16, 192, 128, 96, kCausal, true, 0, kPersist>(),
   };
 }
 
