@@ -12,6 +12,7 @@
 #include "cuda_test_support.h"
 #include "ejk/core/error.h"
 #include "ejk/core/variant_key.h"
+#include "ejk/kernels/cuda/flash_fwd_traits.cuh"
 #include "flash_reference.h"
 
 namespace ejk::test {
@@ -167,7 +168,8 @@ TEST_CASE("CUDA flash forward matches the float64 reference on random problems",
     key.set_int("head_dim", c[0]), key.set_int("block_q", c[1]), key.set_int("block_k", c[2]);
     for (const char* f : flags) key.set_flag(f, rng() % 2 == 0);
     // The schedule flag where the key may take it: every other wgmma-family key runs per item.
-    key.set_flag("per_item", dev.target == "sm90a" && c[2] >= 64 && i % 2 == 1);
+    key.set_flag("per_item", dev.target == "sm90a" && cuda::flash_fwd_uses_wgmma(true, c[0], c[1], c[2]) &&
+                                 i % 2 == 1);
     check::Problem pr;
     pr.batch = 2, pr.heads_q = 4, pr.heads_kv = rng() & 1 ? 1 : 2;
     pr.seqlen_q = len(rng), pr.seqlen_k = len(rng);
