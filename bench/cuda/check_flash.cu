@@ -247,7 +247,8 @@ bool check_case(const Variant& v, Problem pr, std::mt19937_64& rng) {
 }
 
 // Random shapes and options for one variant: odd lengths, Sq != Sk, GQA, broadcast bias,
-// segments with padding rows (fully masked), varlen, unnormalized output, many heads x batch.
+// segments with padding rows (fully masked), short and long, varlen, unnormalized output, many
+// heads x batch.
 std::vector<Problem> problems_for(std::mt19937_64& rng) {
   std::uniform_int_distribution<int> len(1, 300), win(0, 90), sinks(1, 3);
   std::uniform_real_distribution<float> cap(3.f, 30.f);
@@ -303,6 +304,12 @@ std::vector<Problem> problems_for(std::mt19937_64& rng) {
   many.batch = 5, many.heads_q = many.heads_kv = 4;
   many.seqlen_q = many.seqlen_k = 256 + len(rng) / 2;
   out.push_back(many);
+  // Long segments shared by q and kv: most warps see tiles of one segment (mask_segments' early
+  // exit), the others straddle a boundary or padding rows.
+  Problem long_seg = base();
+  long_seg.seqlen_q = long_seg.seqlen_k = 256 + len(rng);
+  long_seg.segments = true, long_seg.segment_run = 300, long_seg.shared_segments = true;
+  out.push_back(long_seg);
   return out;
 }
 

@@ -63,6 +63,10 @@ struct Problem {
   int64_t window_left = 0, window_right = 0;
   int64_t num_sinks = 0;
   bool bias_bcast_b = false, bias_bcast_h = false;
+  // segments: runs of 1..segment_run equal ids; shared_segments (Sq == Sk): q's ids are kv's
+  // (then q's padding), as in packed self-attention, so long runs put whole tiles in one segment.
+  int segment_run = 40;
+  bool shared_segments = false;
   float cap = 0.f;
   // > 0 (dense only): key j of each sequence scaled by 1 + key_ramp * j / 64 and each query row
   // by a random factor in [0.25, 3], so rows' maxima rise from key tile to key tile by more than
@@ -134,7 +138,7 @@ inline HostInputs make_inputs(const Problem& pr, std::mt19937_64& rng) {
                       pr.seqlen_q * pr.seqlen_k, 2.f);
   if (pr.segments) {
     // Runs of ids that grow along the sequence, with -1 padding at the end of q rows.
-    std::uniform_int_distribution<int> run(1, 40);
+    std::uniform_int_distribution<int> run(1, pr.segment_run);
     auto segs = [&](std::vector<int32_t>& s, int64_t len, bool pad) {
       s.resize(pr.batch * len);
       for (int64_t b = 0; b < pr.batch; ++b) {
@@ -147,6 +151,9 @@ inline HostInputs make_inputs(const Problem& pr, std::mt19937_64& rng) {
     };
     segs(in.q_seg, pr.seqlen_q, true);
     segs(in.kv_seg, pr.seqlen_k, false);
+    if (pr.shared_segments && pr.seqlen_q == pr.seqlen_k)
+      for (size_t i = 0; i < in.q_seg.size(); ++i)
+        if (in.q_seg[i] >= 0) in.q_seg[i] = in.kv_seg[i];
   }
   if (pr.sinks) {
     std::uniform_real_distribution<float> u(-2.f, 3.f);

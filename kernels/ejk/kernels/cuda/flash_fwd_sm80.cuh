@@ -185,7 +185,8 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
     qk_tile<C>(s, sQ, sK + stage * C::kKVTileElems, warp_row0, lane);
     const i64 k0 = i64(tile) * C::kBlockK;
     logits_to_log2<C>(s, p, ctx, seq, k0, lane);
-    if (tile_needs_mask<C>(mask, ctx, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, mask, seq, k0, lane);
+    if (tile_needs_mask<C>(mask, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, mask, seq, k0, lane);
+    if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
     online_softmax<C>(s, o, rows);
     pv_tile<C>(o, s, sV + stage * C::kKVTileElems, lane);
   }

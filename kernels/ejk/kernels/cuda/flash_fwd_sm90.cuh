@@ -291,8 +291,9 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   auto to_log2 = [&](int t) {
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
     if (!fold) logits_to_log2<C>(s, p, ctx, seq, k0, lane);  // folded plain logits stay raw
-    if (tile_needs_mask<C>(blk.mask, ctx, blk.q0, k0, seq.len_k))
+    if (tile_needs_mask<C>(blk.mask, blk.q0, k0, seq.len_k))
       mask_logits<C>(s, ctx, blk.mask, seq, k0, lane);
+    if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
   };
   auto s_issue = [&](u32 sK) {
     if constexpr (C::kQInRegs)

@@ -130,12 +130,11 @@ __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, 
   return c;
 }
 
-// True unless every (row, key) pair of the tile is visible by position, inside the sequence
-// and free of segment checks: most tiles skip the per-element mask.
+// True unless every (row, key) pair of the tile is visible by position and inside the
+// sequence: most tiles skip the per-element mask. Segment ids are mask_segments' own test.
 template <class C>
-__device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, const TileContext<C>& c, i64 q0,
-                                                i64 k0, i64 len_k) {
-  if (k0 + C::kBlockK > len_k || (C::kSegments && c.kv_seg != nullptr)) return true;
+__device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k0, i64 len_k) {
+  if (k0 + C::kBlockK > len_k) return true;
   if (!(C::kCausal || C::kWindow)) return false;
   const i64 q_last = q0 + C::kBlockQ - 1;
   return !(k0 >= first_visible_key(q_last, m) && k0 + C::kBlockK - 1 <= last_visible_key(q0, m));
@@ -179,8 +178,8 @@ __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles
     }
 }
 
-// Sets the logits of invisible (row, key) pairs to -inf: mask.h's window / causal bounds, the
-// sequence end and segment ids. Only tiles for which tile_needs_mask holds.
+// Sets the logits of invisible (row, key) pairs to -inf: mask.h's window / causal bounds and
+// the sequence end. Only tiles for which tile_needs_mask holds.
 //
 // Per row, the visible keys are one interval: as columns relative to the thread's first key
 // kb, [lo, hi], clamped to [-1, block_k] so that they fit an int; per element that is two
@@ -207,27 +206,52 @@ __device__ __forceinline__ void mask_logits(float (&s)[C::kMTiles][C::kNTiles][4
           if (col < lo || col > hi) s[mt][nt][2 * half + j] = neg_inf_f32();
         }
     }
-  // Segment ids (variants with the segments flag; their ids may still be absent at run time):
-  // one load per key, shared by the thread's rows; the index is clamped into the sequence
-  // (k0 < len_k), so the loads need no branch; keys past the end are -inf already.
-  if constexpr (C::kSegments) {
-    if (c.kv_seg != nullptr) {
-      const i32* seg = c.kv_seg + k0;
-      const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
+}
+
+// Sets the logits of pairs in different segments (or of rows without one) to -inf: variants
+// with the segments flag, every tile, a no-op when the ids are absent at run time. The whole
+// warp runs it (it depends on the block's tile only).
+// A lane needs the ids of its 2 kNTiles keys (k0 + 8 nt + lane_col + j); the warp loads each key
+// once (lane 4 u + t: keys 64 v + 8 u + 2 t + j, four loads at block_k 128) and the lanes read
+// theirs by shuffle. One load per key and lane was 32 loads with an index clamp each: ~0.3 s of
+// a d128 causal key's NVRTC time, two thirds of it in ptxas, and 1.2-1.5x the kernel's time
+// (bench/cuda/NOTES.md session 22). Indices are clamped into the sequence (k0 < len_k), so the
+// loads need no branch; keys past the end are -inf already (mask_logits).
+template <class C>
+__device__ __forceinline__ void mask_segments(float (&s)[C::kMTiles][C::kNTiles][4],
+                                              const TileContext<C>& c, const SeqSpan& seq, i64 k0,
+                                              int lane) {
+  if (c.kv_seg == nullptr) return;
+  const i32* seg = c.kv_seg + k0;
+  const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
+  constexpr int kGroups = (C::kNTiles + 7) / 8;  // 64-key groups
+  const int u = lane >> 2, t = lane & 3;
+  i32 own[kGroups][2];
 #pragma unroll
-      for (int nt = 0; nt < C::kNTiles; ++nt)
+  for (int v = 0; v < kGroups; ++v)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const i32 k_seg = seg[min_of(nt * 8 + j + lane_col, k_last)];
+    for (int j = 0; j < 2; ++j) own[v][j] = seg[min_of(64 * v + 8 * u + 2 * t + j, k_last)];
+  // The warp's rows and the tile's keys all in one segment: nothing to mask. Packed sequences'
+  // segments span many tiles, so most tiles end here.
+  const i32 first = __shfl_sync(0xffffffffu, own[0][0], 0);
+  bool same = first >= 0;
 #pragma unroll
-          for (int mt = 0; mt < C::kMTiles; ++mt)
+  for (int v = 0; v < kGroups; ++v) same = same && own[v][0] == first && own[v][1] == first;
 #pragma unroll
-            for (int half = 0; half < 2; ++half)
-              if (!segment_visible(c.q_seg[mt][half], k_seg))
-                s[mt][nt][2 * half + j] = neg_inf_f32();
-        }
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+    same = same && c.q_seg[mt][0] == first && c.q_seg[mt][1] == first;
+  if (__all_sync(0xffffffffu, same)) return;
+#pragma unroll
+  for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const i32 k_seg = __shfl_sync(0xffffffffu, own[nt / 8][j], 4 * (nt % 8) + t);
+#pragma unroll
+      for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          if (!segment_visible(c.q_seg[mt][half], k_seg)) s[mt][nt][2 * half + j] = neg_inf_f32();
     }
-  }
 }
 
 // Online softmax state of one row (per lane: its partial of the row sum).
