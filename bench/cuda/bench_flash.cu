@@ -27,6 +27,7 @@ std::vector<Variant> bench_variants() {
   constexpr ejk::cuda::Sm90QOperand kQSmem = ejk::cuda::Sm90QOperand::smem;
   constexpr ejk::cuda::Sm90QOperand kQRegs = ejk::cuda::Sm90QOperand::registers;
   constexpr FlashFlags kWindowCap{.causal = true, .window = true, .softcap = true};
+  constexpr FlashFlags kSeg{.segments = true}, kCausalSeg{.causal = true, .segments = true};
   return {
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
@@ -111,6 +112,10 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 32, 192, 128, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 192, 128, 96, kPlain, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 192, 128, 96, kCausal, true, 0, kPersist>(),
+      // segment ids (EJK_BENCH_SEGMENTS=1, session 22: the mask's loads by shuffle) on the
+      // heuristic's tiles at head_dim 64 and 128
+      variant_sm90<Elem::bf16, 64, 192, 128, kSeg>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausalSeg>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kSeg>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausalSeg>(),
   };
 }
 
@@ -325,6 +330,9 @@ struct Shape {
   int64_t hq = 0, hkv = 0;  // 0: 2048 / D
   int64_t window_left = -1, window_right = -1;  // -1: no window
   float softcap = 0.f;                          // 0: none
+  // Segment ids: this many equal segments per sequence (0: none). TFLOP/s count the pairs the
+  // other masks keep: the kernels visit the same tiles either way, so rows compare by time.
+  int64_t segments = 0;
   bool window() const { return window_left >= 0; }
 };
 
@@ -342,7 +350,7 @@ double visible_pairs(const Shape& sh) {
 
 bool variant_fits(const Variant& v, const Shape& sh) {
   return v.head_dim == sh.D && v.flags.causal == sh.causal && v.flags.window == sh.window() &&
-         v.flags.softcap == (sh.softcap > 0.f) && !v.flags.segments && !v.flags.sinks &&
+         v.flags.softcap == (sh.softcap > 0.f) && v.flags.segments == (sh.segments > 0) && !v.flags.sinks &&
          !v.flags.bias && variant_selected(v);
 }
 
@@ -357,6 +365,14 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
   float* lse = nullptr;
   CUDA_OK(cudaMalloc(&o, nq * 2));
   CUDA_OK(cudaMalloc(&lse, size_t(B) * Hq * S * 4));
+  int32_t* seg = nullptr;  // one id array for q and kv: sh.segments equal segments per sequence
+  if (sh.segments > 0) {
+    std::vector<int32_t> ids(size_t(B) * S);
+    const int64_t len = (S + sh.segments - 1) / sh.segments;
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(int64_t(i) % S / len);
+    CUDA_OK(cudaMalloc(&seg, ids.size() * 4));
+    CUDA_OK(cudaMemcpy(seg, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  }
   ejk::FlashFwdParams p{};
   p.q = q, p.k = k, p.v = v, p.out = o, p.lse = lse;
   p.batch = B, p.seqlen_q = p.seqlen_k = S, p.heads_q = Hq, p.heads_kv = Hkv, p.head_dim = D;
@@ -370,6 +386,8 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
   p.mask.causal = sh.causal;
   if (sh.window()) p.mask.window_left = sh.window_left, p.mask.window_right = sh.window_right;
   p.softcap = sh.softcap;
+  p.q_segment_ids = p.kv_segment_ids = seg;
+  p.q_seg_stride_b = p.kv_seg_stride_b = S;
   p.normalize_output = 1;
   const double flops = 4.0 * B * Hq * visible_pairs(sh) * D;
   const std::vector<int64_t> budgets = l2_budgets();
@@ -386,6 +404,7 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
       if (sh.window())
         std::printf(", \"window\": [%lld, %lld]", (long long)sh.window_left, (long long)sh.window_right);
       if (sh.softcap > 0.f) std::printf(", \"softcap\": %g", sh.softcap);
+      if (sh.segments > 0) std::printf(", \"segments\": %lld", (long long)sh.segments);
       if (budgets.size() > 1 || budgets[0] != 0) std::printf(", \"l2_kv_bytes\": %lld", (long long)budgets[i]);
 #if defined(EJK_SM90_PROBE)
       print_probe(var, p);
@@ -394,7 +413,7 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
     }
   }
   std::fflush(stdout);
-  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse}) CUDA_OK(cudaFree(x));
+  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse, (void*)seg}) CUDA_OK(cudaFree(x));
 }
 
 }  // namespace
@@ -409,7 +428,9 @@ bool selected(const char* var, int64_t value) {
 std::vector<Variant> bench_variant_list() { return bench_variants(); }
 
 // EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the issue's GQA 32:8 rows with a
-// causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison).
+// causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison);
+// EJK_BENCH_SEGMENTS=n adds rows with segment ids, n equal segments per sequence (1: the mask's
+// cost where every tile lies in one segment), on the variants with the flag.
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
   // The issue's head_dims, or the one EJK_BENCH_D names (32-224 have variants too).
@@ -422,6 +443,16 @@ int run_bench() {
         for (int64_t S : {1024, 2048, 4096, 8192, 16384})
           if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal))
             bench_shape(vs, Shape{S, D, causal});
+  const char* segments = std::getenv("EJK_BENCH_SEGMENTS");
+  if (segments != nullptr && std::atoll(segments) > 0)
+    for (int64_t D : dims)
+      for (bool causal : {false, true})
+        for (int64_t S : {1024, 4096, 16384})
+          if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal)) {
+            Shape sh{S, D, causal};
+            sh.segments = std::atoll(segments);
+            bench_shape(vs, sh);
+          }
   if (env_flag("EJK_BENCH_WINDOW", false))
     for (int64_t S : {4096, 8192, 16384})
       if (selected("EJK_BENCH_S", S))
