@@ -28,6 +28,7 @@ std::vector<Variant> bench_variants() {
   constexpr ejk::cuda::Sm90QOperand kQRegs = ejk::cuda::Sm90QOperand::registers;
   constexpr FlashFlags kWindowCap{.causal = true, .window = true, .softcap = true};
   constexpr FlashFlags kSeg{.segments = true}, kCausalSeg{.causal = true, .segments = true};
+  constexpr FlashFlags kBias{.bias = true}, kCausalBias{.causal = true, .bias = true};
   return {
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
@@ -116,6 +117,9 @@ std::vector<Variant> bench_variants() {
       // heuristic's tiles at head_dim 64 and 128
       variant_sm90<Elem::bf16, 64, 192, 128, kSeg>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausalSeg>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kSeg>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausalSeg>(),
+      // a bias tensor (EJK_BENCH_BIAS=1): 2 bytes per (query, key) pair
+      variant_sm90<Elem::bf16, 64, 192, 128, kBias>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausalBias>(),
+      variant_sm90<Elem::bf16, 128, 128, 128, kBias>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausalBias>(),
   };
 }
 
@@ -333,6 +337,7 @@ struct Shape {
   // Segment ids: this many equal segments per sequence (0: none). TFLOP/s count the pairs the
   // other masks keep: the kernels visit the same tiles either way, so rows compare by time.
   int64_t segments = 0;
+  bool bias = false;  // a random [B, Hq, S, S] bias
   bool window() const { return window_left >= 0; }
 };
 
@@ -351,7 +356,7 @@ double visible_pairs(const Shape& sh) {
 bool variant_fits(const Variant& v, const Shape& sh) {
   return v.head_dim == sh.D && v.flags.causal == sh.causal && v.flags.window == sh.window() &&
          v.flags.softcap == (sh.softcap > 0.f) && v.flags.segments == (sh.segments > 0) && !v.flags.sinks &&
-         !v.flags.bias && variant_selected(v);
+         v.flags.bias == sh.bias && variant_selected(v);
 }
 
 void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
@@ -373,8 +378,11 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
     CUDA_OK(cudaMalloc(&seg, ids.size() * 4));
     CUDA_OK(cudaMemcpy(seg, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
   }
+  uint16_t* bias = sh.bias ? random_tensor(size_t(B) * Hq * S * S, 4) : nullptr;
   ejk::FlashFwdParams p{};
   p.q = q, p.k = k, p.v = v, p.out = o, p.lse = lse;
+  p.bias = bias;
+  p.bias_stride_b = Hq * S * S, p.bias_stride_h = S * S, p.bias_stride_q = S;
   p.batch = B, p.seqlen_q = p.seqlen_k = S, p.heads_q = Hq, p.heads_kv = Hkv, p.head_dim = D;
   p.q_stride_b = p.o_stride_b = S * Hq * D;
   p.k_stride_b = p.v_stride_b = S * Hkv * D;
@@ -405,6 +413,7 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
         std::printf(", \"window\": [%lld, %lld]", (long long)sh.window_left, (long long)sh.window_right);
       if (sh.softcap > 0.f) std::printf(", \"softcap\": %g", sh.softcap);
       if (sh.segments > 0) std::printf(", \"segments\": %lld", (long long)sh.segments);
+      if (sh.bias) std::printf(", \"bias\": true");
       if (budgets.size() > 1 || budgets[0] != 0) std::printf(", \"l2_kv_bytes\": %lld", (long long)budgets[i]);
 #if defined(EJK_SM90_PROBE)
       print_probe(var, p);
@@ -413,7 +422,8 @@ void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
     }
   }
   std::fflush(stdout);
-  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse, (void*)seg}) CUDA_OK(cudaFree(x));
+  for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse, (void*)seg, (void*)bias})
+    CUDA_OK(cudaFree(x));
 }
 
 }  // namespace
@@ -430,7 +440,8 @@ std::vector<Variant> bench_variant_list() { return bench_variants(); }
 // EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the issue's GQA 32:8 rows with a
 // causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison);
 // EJK_BENCH_SEGMENTS=n adds rows with segment ids, n equal segments per sequence (1: the mask's
-// cost where every tile lies in one segment), on the variants with the flag.
+// cost where every tile lies in one segment), on the variants with the flag; EJK_BENCH_BIAS=1
+// rows with a random [B, Hq, S, S] bias (8.6 GB at 16k) on the bias variants.
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
   // The issue's head_dims, or the one EJK_BENCH_D names (32-224 have variants too).
@@ -451,6 +462,15 @@ int run_bench() {
           if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal)) {
             Shape sh{S, D, causal};
             sh.segments = std::atoll(segments);
+            bench_shape(vs, sh);
+          }
+  if (env_flag("EJK_BENCH_BIAS", false))
+    for (int64_t D : dims)
+      for (bool causal : {false, true})
+        for (int64_t S : {1024, 4096, 16384})
+          if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal)) {
+            Shape sh{S, D, causal};
+            sh.bias = true;
             bench_shape(vs, sh);
           }
   if (env_flag("EJK_BENCH_WINDOW", false))
