@@ -213,10 +213,11 @@ __device__ __forceinline__ void mask_logits(float (&s)[C::kMTiles][C::kNTiles][4
 // warp runs it (it depends on the block's tile only).
 // A lane needs the ids of its 2 kNTiles keys (k0 + 8 nt + lane_col + j); the warp loads each key
 // once (lane 4 u + t: keys 64 v + 8 u + 2 t + j, four loads at block_k 128) and the lanes read
-// theirs by shuffle. One load per key and lane was 32 loads with an index clamp each: ~0.3 s of
-// a d128 causal key's NVRTC time, two thirds of it in ptxas, and 1.2-1.5x the kernel's time
-// (bench/cuda/NOTES.md session 22). Indices are clamped into the sequence (k0 < len_k), so the
-// loads need no branch; keys past the end are -inf already (mask_logits).
+// theirs by shuffle. One load per key and lane was 32 loads with an index clamp each, ~0.3 s of
+// a d128 causal key's NVRTC time (two thirds of it in ptxas); the shuffles and the exit below
+// made the segments kernels 1.3-2.1x faster (bench/cuda/NOTES.md session 22). Indices are
+// clamped into the sequence (k0 < len_k), so the loads need no branch; keys past the end are
+// -inf already (mask_logits).
 template <class C>
 __device__ __forceinline__ void mask_segments(float (&s)[C::kMTiles][C::kNTiles][4],
                                               const TileContext<C>& c, const SeqSpan& seq, i64 k0,
