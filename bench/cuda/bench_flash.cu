@@ -437,6 +437,20 @@ bool selected(const char* var, int64_t value) {
 
 std::vector<Variant> bench_variant_list() { return bench_variants(); }
 
+// The rows of one feature (segment ids, bias): 1k, 4k and 16k of each head_dim and mask, the
+// feature set on the shape by `with`.
+template <class With>
+void bench_feature_rows(const std::vector<Variant>& vs, const std::vector<int64_t>& dims, With with) {
+  for (int64_t D : dims)
+    for (bool causal : {false, true})
+      for (int64_t S : {1024, 4096, 16384})
+        if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal)) {
+          Shape sh{S, D, causal};
+          with(sh);
+          bench_shape(vs, sh);
+        }
+}
+
 // EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the issue's GQA 32:8 rows with a
 // causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison);
 // EJK_BENCH_SEGMENTS=n adds rows with segment ids, n equal segments per sequence (1: the mask's
@@ -455,24 +469,9 @@ int run_bench() {
           if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal))
             bench_shape(vs, Shape{S, D, causal});
   const char* segments = std::getenv("EJK_BENCH_SEGMENTS");
-  if (segments != nullptr && std::atoll(segments) > 0)
-    for (int64_t D : dims)
-      for (bool causal : {false, true})
-        for (int64_t S : {1024, 4096, 16384})
-          if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal)) {
-            Shape sh{S, D, causal};
-            sh.segments = std::atoll(segments);
-            bench_shape(vs, sh);
-          }
-  if (env_flag("EJK_BENCH_BIAS", false))
-    for (int64_t D : dims)
-      for (bool causal : {false, true})
-        for (int64_t S : {1024, 4096, 16384})
-          if (selected("EJK_BENCH_S", S) && selected("EJK_BENCH_CAUSAL", causal)) {
-            Shape sh{S, D, causal};
-            sh.bias = true;
-            bench_shape(vs, sh);
-          }
+  const int64_t n_segments = segments != nullptr ? std::atoll(segments) : 0;
+  if (n_segments > 0) bench_feature_rows(vs, dims, [&](Shape& sh) { sh.segments = n_segments; });
+  if (env_flag("EJK_BENCH_BIAS", false)) bench_feature_rows(vs, dims, [](Shape& sh) { sh.bias = true; });
   if (env_flag("EJK_BENCH_WINDOW", false))
     for (int64_t S : {4096, 8192, 16384})
       if (selected("EJK_BENCH_S", S))
