@@ -150,28 +150,33 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
 // (FlashFwdParams::bias; the backend copies any other into such rows). A 2-byte load per key
 // touched the cache lines of 8 rows for 64 bytes: those L1 wavefronts, not DRAM, bounded the
 // bias kernels (2.4-6x slower than the plain ones; 4-byte loads 1.3-2.0x faster, NOTES.md
-// session 22). Reads stay inside each sequence's rows: rows past len_q read row len_q - 1, pairs
-// past len_k the pair of key len_k - 1 (k0 < len_k for every visited tile), whose second key is
-// at most key len_k, inside the even key extent. Those logits are never used: such rows are not
-// stored, such keys are masked to -inf.
+// session 22). Reads stay inside each sequence's rows: rows past len_q read row len_q - 1, and a
+// lane reads no pair past the one of key len_k - 1 (k0 < len_k for every visited tile), whose
+// second key is at most key len_k, inside the even key extent. The logits of rows past len_q are
+// never stored.
 template <class C>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
                                                const SeqSpan& seq, i64 k0, int lane) {
   auto tanh_fn = [](float v) { return fast_tanh(v); };
-  // The last pair (in words from k0) a lane may read.
-  const int last_word = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1)) >> 1;
+  // How far (in words past its first) a lane may read: to the pair of key min(len_k - 1, the
+  // tile's last). A predicate per load, not a clamped index: clamped indices cost an address
+  // per load and spilled at three consumers.
+  const int words_left = (int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1)) >> 1) - (lane & 3);
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const u32* bias_words =
-          C::kBias ? reinterpret_cast<const u32*>(
-                         c.bias + min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) * p.bias_stride_q + k0)
+          C::kBias ? reinterpret_cast<const u32*>(c.bias +
+                                                  min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) *
+                                                      p.bias_stride_q +
+                                                  k0) + (lane & 3)
                    : nullptr;
 #pragma unroll
       for (int nt = 0; nt < C::kNTiles; ++nt) {
-        const u32 pair = C::kBias ? bias_words[min_of(nt * 4 + (lane & 3), last_word)] : 0u;
+        u32 pair = 0;  // keys past len_k: masked to -inf whatever their bias
+        if (C::kBias && nt * 4 <= words_left) pair = bias_words[nt * 4];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           float& v = s[mt][nt][2 * half + j];
