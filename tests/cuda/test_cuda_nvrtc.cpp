@@ -409,13 +409,13 @@ TEST_CASE("the kernels read a bias as it is only where its pairs of keys are 4-b
     p.bias = reinterpret_cast<void*>(uintptr_t(0x600002));
     CHECK_FALSE(cuda::bias_reads_as_pairs(p));
   }
-  SECTION("varlen: the packed key extent counts, not the longest sequence") {
+  SECTION("varlen (kernel tests only): the longest sequence's keys count, not the packed total") {
     const i32 cu[2] = {};
     p.cu_seqlens_q = p.cu_seqlens_k = cu;
     p.total_k = 1001, p.seqlen_k = 512;
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
-    p.total_k = 1000;
     CHECK(cuda::bias_reads_as_pairs(p));
+    p.seqlen_k = 511;
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
   }
 }
 

@@ -253,8 +253,9 @@ class StagedBias {
  public:
   StagedBias(const CudaDriver& d, FlashFwdParams& p, CUstream stream) : d_(d), stream_(stream) {
     if (bias_reads_as_pairs(p)) return;
-    const bool varlen = p.cu_seqlens_q != nullptr;
-    const int64_t rows = varlen ? p.total_q : p.seqlen_q, keys = varlen ? p.total_k : p.seqlen_k;
+    // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
+    // takes no bias with varlen, the kernel tests do).
+    const int64_t rows = p.seqlen_q, keys = p.seqlen_k;
     const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
     const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
     const int64_t pitch = keys + (keys & 1);
@@ -296,9 +297,8 @@ class StagedBias {
 
 bool bias_reads_as_pairs(const FlashFwdParams& p) {
   if (p.bias == nullptr) return true;
-  const int64_t keys = p.cu_seqlens_k != nullptr ? p.total_k : p.seqlen_k;
   return reinterpret_cast<uintptr_t>(p.bias) % 4 == 0 &&
-         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | keys) & 1) == 0;
+         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | p.seqlen_k) & 1) == 0;
 }
 
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
