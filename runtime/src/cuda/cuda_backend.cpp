@@ -259,7 +259,10 @@ class StagedBias {
     const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
     const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
     const int64_t pitch = keys + (keys & 1);
-    const size_t plane = size_t(rows) * size_t(pitch) * kElemBytesOf16Bit;
+    // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
+    const bool row_bcast = p.bias_stride_q == 0;
+    const int64_t copied_rows = row_bcast ? 1 : rows;
+    const size_t plane = size_t(copied_rows) * size_t(pitch) * kElemBytesOf16Bit;
     d.check(d.cuMemAllocAsync(&scratch_, plane * size_t(nb * nh), stream),
             "cuMemAllocAsync (flash_fwd bias rows)");
     for (int64_t b = 0; b < nb; ++b)
@@ -269,7 +272,7 @@ class StagedBias {
         c.src_device = reinterpret_cast<CUdeviceptr>(p.bias) +
                        CUdeviceptr(b * p.bias_stride_b + h * p.bias_stride_h) * kElemBytesOf16Bit;
         c.width_bytes = size_t(keys) * kElemBytesOf16Bit;
-        c.height = size_t(rows);
+        c.height = size_t(copied_rows);
         // One row: any stride (a size-1 dimension's); the copy wants a pitch of one row or more.
         c.src_pitch = std::max<size_t>(size_t(p.bias_stride_q) * kElemBytesOf16Bit, c.width_bytes);
         c.dst_device = scratch_ + CUdeviceptr(b * nh + h) * plane;
@@ -277,9 +280,9 @@ class StagedBias {
         d.check(d.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync (flash_fwd bias rows)");
       }
     p.bias = reinterpret_cast<const void*>(scratch_);
-    p.bias_stride_q = pitch;
-    p.bias_stride_h = nh > 1 ? rows * pitch : 0;
-    p.bias_stride_b = nb > 1 ? nh * rows * pitch : 0;
+    p.bias_stride_q = row_bcast ? 0 : pitch;
+    p.bias_stride_h = nh > 1 ? copied_rows * pitch : 0;
+    p.bias_stride_b = nb > 1 ? nh * copied_rows * pitch : 0;
   }
   ~StagedBias() {
     if (scratch_ != 0) d_.cuMemFreeAsync(scratch_, stream_);  // nothing to report to in a destructor
