@@ -85,6 +85,9 @@ struct Problem {
     return varlen ? h * total_q() + q_begin(b) + qi : (b * heads_q + h) * seqlen_q + qi;
   }
   int64_t k_begin(int64_t b) const { return varlen ? cu_k[b] : b * seqlen_k; }
+  // The bias's row stride: Sk rounded up to even, as the CUDA kernels read the bias (4-byte pairs
+  // of keys; FlashFwdParams::bias). The runtime copies a caller's bias into such rows.
+  int64_t bias_pitch() const { return seqlen_k + (seqlen_k & 1); }
   MaskSpec mask() const {
     MaskSpec m;
     m.causal = causal;
@@ -135,7 +138,7 @@ inline HostInputs make_inputs(const Problem& pr, std::mt19937_64& rng) {
   fill(in.v, pr.total_k() * pr.heads_kv * D, 1.f);
   if (pr.bias)
     fill(in.bias, (pr.bias_bcast_b ? 1 : pr.batch) * (pr.bias_bcast_h ? 1 : pr.heads_q) *
-                      pr.seqlen_q * pr.seqlen_k, 2.f);
+                      pr.seqlen_q * pr.bias_pitch(), 2.f);
   if (pr.segments) {
     // Runs of ids that grow along the sequence, with -1 padding at the end of q rows.
     std::uniform_int_distribution<int> run(1, pr.segment_run);
@@ -183,9 +186,9 @@ inline FlashFwdParams params_for(const Problem& pr, FlashFwdParams p, float scal
   p.o_stride_b = sb_q, p.o_stride_s = Hq * D, p.o_stride_h = D;
   p.lse_stride_b = pr.varlen ? 0 : Hq * pr.seqlen_q;
   p.lse_stride_h = pr.varlen ? pr.total_q() : pr.seqlen_q;
-  p.bias_stride_b = pr.bias_bcast_b ? 0 : (pr.bias_bcast_h ? 1 : Hq) * pr.seqlen_q * pr.seqlen_k;
-  p.bias_stride_h = pr.bias_bcast_h ? 0 : pr.seqlen_q * pr.seqlen_k;
-  p.bias_stride_q = pr.seqlen_k;
+  p.bias_stride_b = pr.bias_bcast_b ? 0 : (pr.bias_bcast_h ? 1 : Hq) * pr.seqlen_q * pr.bias_pitch();
+  p.bias_stride_h = pr.bias_bcast_h ? 0 : pr.seqlen_q * pr.bias_pitch();
+  p.bias_stride_q = pr.bias_pitch();
   p.q_seg_stride_b = pr.seqlen_q;
   p.kv_seg_stride_b = pr.seqlen_k;
   p.scale = scale;
@@ -228,7 +231,7 @@ inline Reference reference(const Problem& pr, const HostInputs& in, float scale)
           if (pr.bias) {
             const int64_t bb = pr.bias_bcast_b ? 0 : b, bh = pr.bias_bcast_h ? 0 : h;
             s += elem_to_f32(pr, in.bias[((bb * (pr.bias_bcast_h ? 1 : Hq) + bh) * pr.seqlen_q +
-                                          qi) * pr.seqlen_k + ki]);
+                                          qi) * pr.bias_pitch() + ki]);
           }
           if (pr.softcap) s = pr.cap * std::tanh(s / pr.cap);
           logit[ki] = s;

@@ -387,5 +387,37 @@ TEST_CASE("an sm80 launch slice sees its heads and sequences only", "[cuda]") {
   CHECK(n.kv_segment_ids == nullptr);
 }
 
+TEST_CASE("the kernels read a bias as it is only where its pairs of keys are 4-byte aligned", "[cuda]") {
+  FlashFwdParams p{};
+  CHECK(cuda::bias_reads_as_pairs(p));  // no bias
+  p.bias = reinterpret_cast<void*>(uintptr_t(0x600000));
+  p.seqlen_k = 512, p.bias_stride_q = 512, p.bias_stride_h = 512 * 512, p.bias_stride_b = 0;
+  CHECK(cuda::bias_reads_as_pairs(p));
+  SECTION("an odd key extent (the last key's pair would cross into the next row's padding)") {
+    p.seqlen_k = 777, p.bias_stride_q = 778;
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+  }
+  SECTION("an odd row, head or batch stride") {
+    p.bias_stride_q = 513;
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    p.bias_stride_q = 512, p.bias_stride_h = 3;
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    p.bias_stride_h = 0, p.bias_stride_b = 1;
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+  }
+  SECTION("a base that is 2 bytes past a 4-byte boundary") {
+    p.bias = reinterpret_cast<void*>(uintptr_t(0x600002));
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+  }
+  SECTION("varlen (kernel tests only): the longest sequence's keys count, not the packed total") {
+    const i32 cu[2] = {};
+    p.cu_seqlens_q = p.cu_seqlens_k = cu;
+    p.total_k = 1001, p.seqlen_k = 512;
+    CHECK(cuda::bias_reads_as_pairs(p));
+    p.seqlen_k = 511;
+    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+  }
+}
+
 }  // namespace
 }  // namespace ejk::test

@@ -247,7 +247,62 @@ u32* tile_counter(const CudaDriver& d, int ordinal, CUstream stream) {
   return reinterpret_cast<u32*>(c);
 }
 
+// The bias [B|1, Hq|1, rows, keys] copied into rows of an even pitch (stream-ordered scratch)
+// when the kernels cannot read it as 4-byte pairs; freed, in stream order, when this goes.
+class StagedBias {
+ public:
+  StagedBias(const CudaDriver& d, FlashFwdParams& p, CUstream stream) : d_(d), stream_(stream) {
+    if (bias_reads_as_pairs(p)) return;
+    // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
+    // takes no bias with varlen, the kernel tests do).
+    const int64_t rows = p.seqlen_q, keys = p.seqlen_k;
+    const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
+    const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
+    const int64_t pitch = keys + (keys & 1);
+    // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
+    const bool row_bcast = p.bias_stride_q == 0;
+    const int64_t copied_rows = row_bcast ? 1 : rows;
+    const size_t plane = size_t(copied_rows) * size_t(pitch) * kElemBytesOf16Bit;
+    d.check(d.cuMemAllocAsync(&scratch_, plane * size_t(nb * nh), stream),
+            "cuMemAllocAsync (flash_fwd bias rows)");
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t h = 0; h < nh; ++h) {
+        CudaMemcpy2D c{};
+        c.src_memory_type = c.dst_memory_type = kMemoryTypeDevice;
+        c.src_device = reinterpret_cast<CUdeviceptr>(p.bias) +
+                       CUdeviceptr(b * p.bias_stride_b + h * p.bias_stride_h) * kElemBytesOf16Bit;
+        c.width_bytes = size_t(keys) * kElemBytesOf16Bit;
+        c.height = size_t(copied_rows);
+        // One row: any stride (a size-1 dimension's); the copy wants a pitch of one row or more.
+        c.src_pitch = std::max<size_t>(size_t(p.bias_stride_q) * kElemBytesOf16Bit, c.width_bytes);
+        c.dst_device = scratch_ + CUdeviceptr(b * nh + h) * plane;
+        c.dst_pitch = size_t(pitch) * kElemBytesOf16Bit;
+        d.check(d.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync (flash_fwd bias rows)");
+      }
+    p.bias = reinterpret_cast<const void*>(scratch_);
+    p.bias_stride_q = row_bcast ? 0 : pitch;
+    p.bias_stride_h = nh > 1 ? copied_rows * pitch : 0;
+    p.bias_stride_b = nb > 1 ? nh * copied_rows * pitch : 0;
+  }
+  ~StagedBias() {
+    if (scratch_ != 0) d_.cuMemFreeAsync(scratch_, stream_);  // nothing to report to in a destructor
+  }
+  StagedBias(const StagedBias&) = delete;
+  StagedBias& operator=(const StagedBias&) = delete;
+
+ private:
+  const CudaDriver& d_;
+  CUstream stream_;
+  CUdeviceptr scratch_ = 0;
+};
+
 }  // namespace
+
+bool bias_reads_as_pairs(const FlashFwdParams& p) {
+  if (p.bias == nullptr) return true;
+  return reinterpret_cast<uintptr_t>(p.bias) % 4 == 0 &&
+         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | p.seqlen_k) & 1) == 0;
+}
 
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
                       const DeviceInfo& device, CUstream stream) {
@@ -267,6 +322,7 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
   FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
+  const StagedBias staged(d, params, stream);
   if (shape.tma && params.tile_counter == nullptr)
     params.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {

@@ -94,11 +94,16 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
                                    int64_t block_k, const FlashFwdParams& p, int sm_count,
                                    bool per_item = false);
 
+// True when the kernels can read p's bias as it is: a 4-byte aligned base, even strides and an
+// even key extent (FlashFwdParams::bias). No bias: true.
+bool bias_reads_as_pairs(const FlashFwdParams& p);
+
 // Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
 // elements: the kernels move 16-byte chunks, and TMA needs 16-byte strides) and the device's
 // shared-memory limit, builds the tensor maps (sm90a family), then launches asynchronously on
 // `stream` (null: the legacy default stream). sm90a launches without p.tile_counter get the
-// stream's own (one per device and stream, kept for the process).
+// stream's own (one per device and stream, kept for the process). A bias that does not read as
+// pairs is first copied, on the stream, into stream-ordered scratch with an even row pitch.
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
                       const DeviceInfo& device, CUstream stream = nullptr);
 

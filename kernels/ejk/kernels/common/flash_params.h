@@ -15,7 +15,10 @@ struct FlashFwdParams {
   void* out;        // [B, Sq, Hq, D]
   float* lse;       // [B, Hq, Sq] float32; varlen: [1, Hq, total_q]
 
-  const void* bias;            // [B|1, Hq|1, Sq, Sk] (bias variants), stride 0 broadcasts
+  // [B|1, Hq|1, Sq, Sk] (bias variants), stride 0 broadcasts. The CUDA kernels read it as 4-byte
+  // pairs of keys: a 4-byte aligned base, even strides and an even Sk (the backend copies any
+  // other bias into such rows first).
+  const void* bias;
   const i32* q_segment_ids;    // [B, Sq] or null
   const i32* kv_segment_ids;   // [B, Sk] or null (both or neither)
   const i32* cu_seqlens_q;     // [batch + 1] or null: varlen mode when set

@@ -144,37 +144,51 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
 // tile runs this, masked tiles then mask_logits (one copy of the transform in the kernel: the
 // transform compiled into a masked and an unmasked path doubled its code, bench/cuda/NOTES.md
 // v10). Element (nt, i) of a fragment row is key k0 + 2 * (lane % 4) + nt * 8 + (i & 1).
+//
+// The bias of a fragment row's two keys k0 + 8 nt + lane_col, + 1 is one 4-byte load: the CUDA
+// kernels take a bias whose base is 4-byte aligned and whose strides and key extent are even
+// (FlashFwdParams::bias; the backend copies any other into such rows). A 2-byte load per key
+// touched the cache lines of 8 rows for 64 bytes: those L1 wavefronts, not DRAM, bounded the
+// bias kernels (2.4-6x slower than the plain ones; 4-byte loads 1.3-2.0x faster, NOTES.md
+// session 22). Reads stay inside each sequence's rows: rows past len_q read row len_q - 1, and a
+// lane reads no pair past the one of key len_k - 1 (k0 < len_k for every visited tile), whose
+// second key is at most key len_k, inside the even key extent. The logits of rows past len_q are
+// never stored.
 template <class C>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
                                                const SeqSpan& seq, i64 k0, int lane) {
   auto tanh_fn = [](float v) { return fast_tanh(v); };
-  const int lane_col = (lane & 3) * 2;
-  // Bias reads stay inside the (row, key) ranges of the sequence: rows past len_q read row
-  // len_q - 1 and keys past len_k key len_k - 1 (k0 < len_k for every visited tile). Those
-  // logits are never used: such rows are not stored, such keys are masked to -inf.
-  const int k_last = int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1));
+  // How far (in words past its first) a lane may read: to the pair of key min(len_k - 1, the
+  // tile's last). A predicate per load, not a clamped index: clamped indices cost an address
+  // per load and spilled at three consumers.
+  const int words_left = (int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1)) >> 1) - (lane & 3);
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const u16* bias_row =
-          C::kBias ? c.bias + min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) * p.bias_stride_q + k0
+      const u32* bias_words =
+          C::kBias ? reinterpret_cast<const u32*>(c.bias +
+                                                  min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) *
+                                                      p.bias_stride_q +
+                                                  k0) + (lane & 3)
                    : nullptr;
 #pragma unroll
-      for (int nt = 0; nt < C::kNTiles; ++nt)
+      for (int nt = 0; nt < C::kNTiles; ++nt) {
+        u32 pair = 0;  // keys past len_k: masked to -inf whatever their bias
+        if (C::kBias && nt * 4 <= words_left) pair = bias_words[nt * 4];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           float& v = s[mt][nt][2 * half + j];
           if (!C::kBias && !C::kSoftcap) {
             v *= c.scale_log2;
           } else {
-            const float bias =
-                C::kBias ? to_f32<C::kElem>(bias_row[min_of(nt * 8 + j + lane_col, k_last)]) : 0.f;
+            const float bias = C::kBias ? to_f32<C::kElem>(u16(pair >> (16 * j))) : 0.f;
             v = kLog2e * transform_logit<C::kBias, C::kSoftcap>(v * p.scale, bias, p.softcap,
                                                                 c.inv_cap, tanh_fn);
           }
         }
+      }
     }
 }
 
