@@ -114,7 +114,7 @@ CompileReport compile_cuda(const OpSchema& schema, const CompileRequest& req) {
     rep.shared_bytes = c.static_shared_bytes +
                        cuda::flash_fwd_smem_bytes(key.target, key.get_int("head_dim"),
                                                   key.get_int("block_q"), key.get_int("block_k"),
-                                                  key.get_flag("per_item"));
+                                                  key.get_flag("per_item"), key.get_flag("bias"));
   return rep;
 #else
   (void)schema;

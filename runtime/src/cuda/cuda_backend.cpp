@@ -100,15 +100,16 @@ void LoadedKernel::reserve_dynamic_smem(int bytes) {
 }
 
 int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
-                             int64_t block_k, bool per_item) {
-  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item).smem_bytes;
+                             int64_t block_k, bool per_item, bool bias) {
+  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item, bias)
+      .smem_bytes;
 }
 
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
                                    int64_t block_k, const FlashFwdParams& p, int sm_count,
-                                   bool per_item) {
+                                   bool per_item, bool bias) {
   const FlashFwdLaunchFacts f =
-      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item);
+      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item, bias);
   if (!f.valid)
     throw InvalidArgument("CUDA flash_fwd variant d" + std::to_string(head_dim) + ".bq" +
                           std::to_string(block_q) + ".bk" + std::to_string(block_k) +
@@ -146,6 +147,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
   }
   s.block = unsigned(f.threads);
   s.smem_bytes = unsigned(f.smem_bytes);
+  s.bias_chunks = f.bias_chunks;
   s.head_dim = head_dim, s.block_q = block_q, s.block_k = block_k;
   return s;
 }
@@ -247,18 +249,21 @@ u32* tile_counter(const CudaDriver& d, int ordinal, CUstream stream) {
   return reinterpret_cast<u32*>(c);
 }
 
-// The bias [B|1, Hq|1, rows, keys] copied into rows of an even pitch (stream-ordered scratch)
-// when the kernels cannot read it as 4-byte pairs; freed, in stream order, when this goes.
-class StagedBias {
+// The bias [B|1, Hq|1, rows, keys] copied into rows whose pitch is a multiple of 8 (a kernel
+// that reads 16-byte chunks) or 2 (4-byte pairs) elements, in stream-ordered scratch, when the
+// kernel cannot read it as it is; freed, in stream order, when this goes.
+class AlignedBias {
  public:
-  StagedBias(const CudaDriver& d, FlashFwdParams& p, CUstream stream) : d_(d), stream_(stream) {
-    if (bias_reads_as_pairs(p)) return;
+  AlignedBias(const CudaDriver& d, FlashFwdParams& p, bool chunks, CUstream stream)
+      : d_(d), stream_(stream) {
+    if (bias_reads_in_place(p, chunks)) return;
     // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
     // takes no bias with varlen, the kernel tests do).
     const int64_t rows = p.seqlen_q, keys = p.seqlen_k;
     const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
     const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
-    const int64_t pitch = keys + (keys & 1);
+    const int64_t unit = chunks ? 8 : 2;  // elements per aligned read
+    const int64_t pitch = ceil_div(keys, unit) * unit;
     // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
     const bool row_bcast = p.bias_stride_q == 0;
     const int64_t copied_rows = row_bcast ? 1 : rows;
@@ -284,11 +289,11 @@ class StagedBias {
     p.bias_stride_h = nh > 1 ? copied_rows * pitch : 0;
     p.bias_stride_b = nb > 1 ? nh * copied_rows * pitch : 0;
   }
-  ~StagedBias() {
+  ~AlignedBias() {
     if (scratch_ != 0) d_.cuMemFreeAsync(scratch_, stream_);  // nothing to report to in a destructor
   }
-  StagedBias(const StagedBias&) = delete;
-  StagedBias& operator=(const StagedBias&) = delete;
+  AlignedBias(const AlignedBias&) = delete;
+  AlignedBias& operator=(const AlignedBias&) = delete;
 
  private:
   const CudaDriver& d_;
@@ -298,10 +303,14 @@ class StagedBias {
 
 }  // namespace
 
-bool bias_reads_as_pairs(const FlashFwdParams& p) {
+bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {
   if (p.bias == nullptr) return true;
-  return reinterpret_cast<uintptr_t>(p.bias) % 4 == 0 &&
-         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | p.seqlen_k) & 1) == 0;
+  const int64_t unit = chunks ? 8 : 2;  // elements per aligned read (a power of 2)
+  // Chunks read no key past the sequence's (the copy's source size); a pair reads key len_k
+  // beside key len_k - 1, which an even extent holds.
+  const int64_t extent = chunks ? 0 : p.seqlen_k;
+  return reinterpret_cast<uintptr_t>(p.bias) % uintptr_t(2 * unit) == 0 &&
+         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | extent) & (unit - 1)) == 0;
 }
 
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
@@ -322,7 +331,7 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
   FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
-  const StagedBias staged(d, params, stream);
+  const AlignedBias aligned_bias(d, params, shape.bias_chunks, stream);
   if (shape.tma && params.tile_counter == nullptr)
     params.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {
