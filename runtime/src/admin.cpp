@@ -74,6 +74,7 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
   }
   if (key.get_enum("dtype") == "f32") problem["dtype_bytes"] = 4; else problem["dtype_bytes"] = 2;
   problem["extras"] = detail::logit_extras(key);
+  problem["bias"] = key.get_flag("bias");
   auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
