@@ -34,7 +34,8 @@ for args in "--b 1 $sq --hq 16 --hkv 16 --d 128 --causal" "--b 1 $sq --hq 16 --h
             "--b 3 --sq 1000 --sk 1000 --hq 8 --hkv 2 --d 64 --varlen --causal" \
             "--b 2 $sq --hq 32 --hkv 8 --d 32" "--b 1 --sq 1500 --sk 1500 --hq 16 --hkv 16 --d 48 --causal --softcap 30" \
             "--b 1 --sq 4096 --sk 4096 --hq 8 --hkv 8 --d 96 --causal" "--b 1 $sq --hq 8 --hkv 8 --d 192" \
-            "--b 2 --sq 1024 --sk 1024 --hq 8 --hkv 8 --d 128 --causal --bias"; do
+            "--b 2 --sq 1024 --sk 1024 --hq 8 --hkv 8 --d 128 --causal --bias" \
+            "--b 2 --sq 1500 --sk 1501 --hq 8 --hkv 4 --d 64 --causal --bias"; do
   $E run flash_attention --backend cuda --dtype bf16 $args --iters 3 --check --json 2>&1 | tail -1
 done
 $E run flash_attention --backend auto --dtype f16 --sq 512 --sk 512 --d 128 --check --json | tail -1

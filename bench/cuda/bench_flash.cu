@@ -117,7 +117,9 @@ std::vector<Variant> bench_variants() {
       // heuristic's tiles at head_dim 64 and 128
       variant_sm90<Elem::bf16, 64, 192, 128, kSeg>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausalSeg>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kSeg>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausalSeg>(),
-      // a bias tensor (EJK_BENCH_BIAS=1): 2 bytes per (query, key) pair
+      // a bias tensor (EJK_BENCH_BIAS=1): 2 bytes per (query, key) pair; at head_dim 64 the
+      // heuristic's tile for extras (128 x 128) and the plain keys' (192 x 128)
+      variant_sm90<Elem::bf16, 64, 128, 128, kBias>(),  variant_sm90<Elem::bf16, 64, 128, 128, kCausalBias>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kBias>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausalBias>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kBias>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausalBias>(),
   };

@@ -85,9 +85,10 @@ struct Problem {
     return varlen ? h * total_q() + q_begin(b) + qi : (b * heads_q + h) * seqlen_q + qi;
   }
   int64_t k_begin(int64_t b) const { return varlen ? cu_k[b] : b * seqlen_k; }
-  // The bias's row stride: Sk rounded up to even, as the CUDA kernels read the bias (4-byte pairs
-  // of keys; FlashFwdParams::bias). The runtime copies a caller's bias into such rows.
-  int64_t bias_pitch() const { return seqlen_k + (seqlen_k & 1); }
+  // The bias's row stride: Sk rounded up to a multiple of 8, as every CUDA kernel can read the
+  // bias (16-byte chunks or 4-byte pairs of keys; FlashFwdParams::bias). The runtime copies a
+  // caller's bias into such rows where the kernel needs them.
+  int64_t bias_pitch() const { return (seqlen_k + 7) / 8 * 8; }
   MaskSpec mask() const {
     MaskSpec m;
     m.causal = causal;

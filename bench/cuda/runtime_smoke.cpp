@@ -181,7 +181,8 @@ bool run_one(const Spec& s, const DeviceInfo& dev, std::mt19937_64& rng,
   p.softmax_aux = s.sinks ? aux.as<float>() : nullptr;
   p = check::params_for(pr, p, scale);
   if (pr.varlen) p.cu_seqlens_q = cu_q.as<i32>(), p.cu_seqlens_k = cu_k.as<i32>();
-  const LaunchShape shape = flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count);
+  const LaunchShape shape =
+      flash_fwd_launch_shape(s.target, s.d, s.bq, s.bk, p, dev.sm_count, false, s.bias);
   launch_flash_fwd(kernel, shape, p, dev);
   d.check(d.cuCtxSynchronize(), "running the kernel");
   std::vector<uint16_t> out_bits(out_n);

@@ -74,6 +74,7 @@ VariantKey key_from_request(const OpSchema& schema, const CompileRequest& req, c
   }
   if (key.get_enum("dtype") == "f32") problem["dtype_bytes"] = 4; else problem["dtype_bytes"] = 2;
   problem["extras"] = detail::logit_extras(key);
+  problem["bias"] = key.get_flag("bias");
   auto chosen = schema.choose_config(req.backend, target, problem);
   for (const char* b : {"block_q", "block_k"})
     if (!req.axes.contains(b)) key.set_int(b, chosen.at(b));
@@ -114,7 +115,7 @@ CompileReport compile_cuda(const OpSchema& schema, const CompileRequest& req) {
     rep.shared_bytes = c.static_shared_bytes +
                        cuda::flash_fwd_smem_bytes(key.target, key.get_int("head_dim"),
                                                   key.get_int("block_q"), key.get_int("block_k"),
-                                                  key.get_flag("per_item"));
+                                                  key.get_flag("per_item"), key.get_flag("bias"));
   return rep;
 #else
   (void)schema;

@@ -72,7 +72,8 @@ VariantKey flash_key(const OpSchema& schema, const FlashProblem& pb, const Flash
                                          {"seqlen_k", pb.params.seqlen_k},
                                          {"causal", opt.causal ? 1 : 0},
                                          {"dtype_bytes", static_cast<int64_t>(dtype_size(pb.dtype))},
-                                         {"extras", logit_extras(key)}};
+                                         {"extras", logit_extras(key)},
+                                         {"bias", pb.bias ? 1 : 0}};
   auto chosen = schema.choose_config(backend, target, problem);
   key.set_int("block_q", opt.block_q ? opt.block_q : chosen.at("block_q"));
   key.set_int("block_k", opt.block_k ? opt.block_k : chosen.at("block_k"));

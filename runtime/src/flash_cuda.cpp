@@ -45,7 +45,7 @@ RunInfo run_flash_cuda(FlashProblem& pb, const FlashAttentionOptions& opt) {
   pb.params.softmax_aux = pb.sinks ? upload_sinks(pb.sinks_f32, pb.device.index) : nullptr;
   auto shape = cuda::flash_fwd_launch_shape(key.target, key.get_int("head_dim"), key.get_int("block_q"),
                                             key.get_int("block_k"), pb.params, dev.sm_count,
-                                            key.get_flag("per_item"));
+                                            key.get_flag("per_item"), key.get_flag("bias"));
   cuda::launch_flash_fwd(*v.kernel, shape, pb.params, dev);
   RunInfo info;
   info.key = to_string(key);

@@ -90,7 +90,8 @@ class DeviceCase {
                            cuda::flash_fwd_launch_shape(key.target, pr_.head_dim,
                                                         key.get_int("block_q"),
                                                         key.get_int("block_k"), p_, sm_count,
-                                                        key.get_flag("per_item")),
+                                                        key.get_flag("per_item"),
+                                                        key.get_flag("bias")),
                            p_, dev, stream);
   }
 

@@ -6,6 +6,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "cuda_test_support.h"
 #include "ejk/core/error.h"
 #include "ejk/core/variant_key.h"
+#include "ejk/kernels/cuda/flash_fwd_traits.cuh"
 #include "smoke_spec.h"
 
 namespace ejk::test {
@@ -387,36 +389,67 @@ TEST_CASE("an sm80 launch slice sees its heads and sequences only", "[cuda]") {
   CHECK(n.kv_segment_ids == nullptr);
 }
 
-TEST_CASE("the kernels read a bias as it is only where its pairs of keys are 4-byte aligned", "[cuda]") {
+TEST_CASE("the kernels read a bias as it is only where its pairs or chunks of keys are aligned", "[cuda]") {
   FlashFwdParams p{};
-  CHECK(cuda::bias_reads_as_pairs(p));  // no bias
+  CHECK(cuda::bias_reads_in_place(p, false));  // no bias
+  CHECK(cuda::bias_reads_in_place(p, true));
   p.bias = reinterpret_cast<void*>(uintptr_t(0x600000));
   p.seqlen_k = 512, p.bias_stride_q = 512, p.bias_stride_h = 512 * 512, p.bias_stride_b = 0;
-  CHECK(cuda::bias_reads_as_pairs(p));
-  SECTION("an odd key extent (the last key's pair would cross into the next row's padding)") {
-    p.seqlen_k = 777, p.bias_stride_q = 778;
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+  CHECK(cuda::bias_reads_in_place(p, false));
+  CHECK(cuda::bias_reads_in_place(p, true));
+  SECTION("an odd key extent: pairs would read the last key's pair past the row; chunks stop at it") {
+    p.seqlen_k = 777, p.bias_stride_q = 784;
+    CHECK_FALSE(cuda::bias_reads_in_place(p, false));
+    CHECK(cuda::bias_reads_in_place(p, true));
   }
   SECTION("an odd row, head or batch stride") {
     p.bias_stride_q = 513;
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, false));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, true));
     p.bias_stride_q = 512, p.bias_stride_h = 3;
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, false));
     p.bias_stride_h = 0, p.bias_stride_b = 1;
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, false));
   }
-  SECTION("a base that is 2 bytes past a 4-byte boundary") {
+  SECTION("even strides that are no multiple of 8: pairs only") {
+    p.seqlen_k = 514, p.bias_stride_q = 514, p.bias_stride_h = 514 * 512;
+    CHECK(cuda::bias_reads_in_place(p, false));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, true));
+  }
+  SECTION("a base 2 bytes past a 4-byte boundary, or 4 bytes past a 16-byte one") {
     p.bias = reinterpret_cast<void*>(uintptr_t(0x600002));
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, false));
+    p.bias = reinterpret_cast<void*>(uintptr_t(0x600004));
+    CHECK(cuda::bias_reads_in_place(p, false));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, true));
   }
   SECTION("varlen (kernel tests only): the longest sequence's keys count, not the packed total") {
     const i32 cu[2] = {};
     p.cu_seqlens_q = p.cu_seqlens_k = cu;
     p.total_k = 1001, p.seqlen_k = 512;
-    CHECK(cuda::bias_reads_as_pairs(p));
+    CHECK(cuda::bias_reads_in_place(p, false));
     p.seqlen_k = 511;
-    CHECK_FALSE(cuda::bias_reads_as_pairs(p));
+    CHECK_FALSE(cuda::bias_reads_in_place(p, false));
   }
+}
+
+TEST_CASE("sm90a bias keys stage the bias in shared memory where it fits", "[cuda]") {
+  // head_dim 64 and 128 at 128 x 128 (and 64 at 192 x 128): the rows fit beside the ring.
+  for (auto [d, bq, bk] : {std::array<int64_t, 3>{128, 128, 128}, {64, 128, 128}, {64, 192, 128}}) {
+    INFO("d" << d << " bq" << bq << " bk" << bk);
+    const cuda::FlashFwdLaunchFacts plain = cuda::flash_fwd_launch_facts(true, d, bq, bk);
+    const cuda::FlashFwdLaunchFacts bias = cuda::flash_fwd_launch_facts(true, d, bq, bk, false, true);
+    CHECK_FALSE(plain.bias_chunks);
+    CHECK(bias.bias_chunks);
+    CHECK(bias.smem_bytes == plain.smem_bytes + 128 + bq * bk * 2);
+    CHECK(bias.smem_bytes <= cuda::kMaxSmemSm90);
+  }
+  // head_dim 256: no room; the kernel reads pairs from global memory, the launch is unchanged.
+  const cuda::FlashFwdLaunchFacts d256 = cuda::flash_fwd_launch_facts(true, 256, 128, 80, false, true);
+  CHECK_FALSE(d256.bias_chunks);
+  CHECK(d256.smem_bytes == cuda::flash_fwd_launch_facts(true, 256, 128, 80).smem_bytes);
+  // sm80 keys read pairs.
+  CHECK_FALSE(cuda::flash_fwd_launch_facts(false, 128, 128, 64, false, true).bias_chunks);
 }
 
 }  // namespace

@@ -174,7 +174,8 @@ TEST_CASE("spec: the CPU heuristic picks the AOT block shapes by default", "[spe
 
 TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   const std::map<std::string, int64_t> problem = {
-      {"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}, {"extras", 0}};
+      {"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}, {"extras", 0},
+      {"bias", 0}};
   using Config = std::map<std::string, int64_t>;
   auto with = [&](std::map<std::string, int64_t> changes) {
     auto pr = problem;
@@ -220,6 +221,13 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}})) == Config{{"block_k", 80}, {"block_q", 128}});
   // per-score extras (window, segments, softcap, bias) keep the narrower tiles
   CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
+  // head_dim 64 with a bias alone: 192 x 128 from 1k, causal too (session 23); with another
+  // extra, or below 1k, 128 x 128
+  const auto bias64 = with({{"head_dim", 64}, {"extras", 1}, {"bias", 1}, {"causal", 1}, {"seqlen_q", 1024}});
+  CHECK(spec().choose_config("cuda", "sm90a", bias64) == Config{{"block_k", 128}, {"block_q", 192}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"extras", 1}, {"bias", 1}, {"seqlen_q", 1023}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"extras", 2}, {"bias", 1}})).at("block_q") == 128);
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"extras", 1}, {"bias", 0}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}, {"extras", 2}})).at("block_k") == 64);
   // head_dim 192: 128x96 without extras (session 21); 96 causal: 128x160 at 4k-8k, one block
   // per item from 16k, 128x128 below 4k and without a causal mask

@@ -100,15 +100,16 @@ void LoadedKernel::reserve_dynamic_smem(int bytes) {
 }
 
 int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
-                             int64_t block_k, bool per_item) {
-  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item).smem_bytes;
+                             int64_t block_k, bool per_item, bool bias) {
+  return flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item, bias)
+      .smem_bytes;
 }
 
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
                                    int64_t block_k, const FlashFwdParams& p, int sm_count,
-                                   bool per_item) {
+                                   bool per_item, bool bias) {
   const FlashFwdLaunchFacts f =
-      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item);
+      flash_fwd_launch_facts(target == "sm90a", head_dim, block_q, block_k, per_item, bias);
   if (!f.valid)
     throw InvalidArgument("CUDA flash_fwd variant d" + std::to_string(head_dim) + ".bq" +
                           std::to_string(block_q) + ".bk" + std::to_string(block_k) +
@@ -146,6 +147,7 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
   }
   s.block = unsigned(f.threads);
   s.smem_bytes = unsigned(f.smem_bytes);
+  s.bias_chunks = f.bias_chunks;
   s.head_dim = head_dim, s.block_q = block_q, s.block_k = block_k;
   return s;
 }
@@ -247,61 +249,73 @@ u32* tile_counter(const CudaDriver& d, int ordinal, CUstream stream) {
   return reinterpret_cast<u32*>(c);
 }
 
-// The bias [B|1, Hq|1, rows, keys] copied into rows of an even pitch (stream-ordered scratch)
-// when the kernels cannot read it as 4-byte pairs; freed, in stream order, when this goes.
-class StagedBias {
- public:
-  StagedBias(const CudaDriver& d, FlashFwdParams& p, CUstream stream) : d_(d), stream_(stream) {
-    if (bias_reads_as_pairs(p)) return;
-    // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
-    // takes no bias with varlen, the kernel tests do).
-    const int64_t rows = p.seqlen_q, keys = p.seqlen_k;
-    const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
-    const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
-    const int64_t pitch = keys + (keys & 1);
-    // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
-    const bool row_bcast = p.bias_stride_q == 0;
-    const int64_t copied_rows = row_bcast ? 1 : rows;
-    const size_t plane = size_t(copied_rows) * size_t(pitch) * kElemBytesOf16Bit;
-    d.check(d.cuMemAllocAsync(&scratch_, plane * size_t(nb * nh), stream),
-            "cuMemAllocAsync (flash_fwd bias rows)");
-    for (int64_t b = 0; b < nb; ++b)
-      for (int64_t h = 0; h < nh; ++h) {
-        CudaMemcpy2D c{};
-        c.src_memory_type = c.dst_memory_type = kMemoryTypeDevice;
-        c.src_device = reinterpret_cast<CUdeviceptr>(p.bias) +
-                       CUdeviceptr(b * p.bias_stride_b + h * p.bias_stride_h) * kElemBytesOf16Bit;
-        c.width_bytes = size_t(keys) * kElemBytesOf16Bit;
-        c.height = size_t(copied_rows);
-        // One row: any stride (a size-1 dimension's); the copy wants a pitch of one row or more.
-        c.src_pitch = std::max<size_t>(size_t(p.bias_stride_q) * kElemBytesOf16Bit, c.width_bytes);
-        c.dst_device = scratch_ + CUdeviceptr(b * nh + h) * plane;
-        c.dst_pitch = size_t(pitch) * kElemBytesOf16Bit;
-        d.check(d.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync (flash_fwd bias rows)");
-      }
-    p.bias = reinterpret_cast<const void*>(scratch_);
-    p.bias_stride_q = row_bcast ? 0 : pitch;
-    p.bias_stride_h = nh > 1 ? copied_rows * pitch : 0;
-    p.bias_stride_b = nb > 1 ? nh * copied_rows * pitch : 0;
+// Scratch of at least `bytes` for align_bias on `stream` of device `ordinal`, kept for the
+// process and grown in stream order (the old buffer freed after the work already queued on the
+// stream): one per stream, as tile_counter, since launches on one stream run one after another.
+// Allocating and freeing it per launch cost ~2 ms for a 0.5 GB bias (bench/cuda/NOTES.md
+// session 23): freed pool memory goes back to the device at the next synchronisation.
+CUdeviceptr bias_scratch(const CudaDriver& d, int ordinal, CUstream stream, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<int, CUstream>, std::pair<CUdeviceptr, size_t>> buffers;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& [ptr, size] = buffers[{ordinal, stream}];
+  if (size < bytes) {
+    if (ptr != 0) d.check(d.cuMemFreeAsync(ptr, stream), "cuMemFreeAsync (flash_fwd bias rows)");
+    ptr = 0, size = 0;
+    d.check(d.cuMemAllocAsync(&ptr, bytes, stream), "cuMemAllocAsync (flash_fwd bias rows)");
+    size = bytes;
   }
-  ~StagedBias() {
-    if (scratch_ != 0) d_.cuMemFreeAsync(scratch_, stream_);  // nothing to report to in a destructor
-  }
-  StagedBias(const StagedBias&) = delete;
-  StagedBias& operator=(const StagedBias&) = delete;
+  return ptr;
+}
 
- private:
-  const CudaDriver& d_;
-  CUstream stream_;
-  CUdeviceptr scratch_ = 0;
-};
+// Where the kernel cannot read p's bias [B|1, Hq|1, rows, keys] as it is (bias_reads_in_place),
+// copies it into rows whose pitch is a multiple of 8 (a kernel that reads 16-byte chunks) or 2
+// (4-byte pairs) elements in the stream's scratch, and points p there.
+void align_bias(const CudaDriver& d, FlashFwdParams& p, bool chunks, int ordinal,
+                CUstream stream) {
+  if (bias_reads_in_place(p, chunks)) return;
+  // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
+  // takes no bias with varlen, the kernel tests do).
+  const int64_t rows = p.seqlen_q, keys = p.seqlen_k;
+  const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
+  const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
+  const int64_t unit = chunks ? 8 : 2;  // elements per aligned read
+  const int64_t pitch = ceil_div(keys, unit) * unit;
+  // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
+  const bool row_bcast = p.bias_stride_q == 0;
+  const int64_t copied_rows = row_bcast ? 1 : rows;
+  const size_t plane = size_t(copied_rows) * size_t(pitch) * kElemBytesOf16Bit;
+  const CUdeviceptr scratch = bias_scratch(d, ordinal, stream, plane * size_t(nb * nh));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t h = 0; h < nh; ++h) {
+      CudaMemcpy2D c{};
+      c.src_memory_type = c.dst_memory_type = kMemoryTypeDevice;
+      c.src_device = reinterpret_cast<CUdeviceptr>(p.bias) +
+                     CUdeviceptr(b * p.bias_stride_b + h * p.bias_stride_h) * kElemBytesOf16Bit;
+      c.width_bytes = size_t(keys) * kElemBytesOf16Bit;
+      c.height = size_t(copied_rows);
+      // One row: any stride (a size-1 dimension's); the copy wants a pitch of one row or more.
+      c.src_pitch = std::max<size_t>(size_t(p.bias_stride_q) * kElemBytesOf16Bit, c.width_bytes);
+      c.dst_device = scratch + CUdeviceptr(b * nh + h) * plane;
+      c.dst_pitch = size_t(pitch) * kElemBytesOf16Bit;
+      d.check(d.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync (flash_fwd bias rows)");
+    }
+  p.bias = reinterpret_cast<const void*>(scratch);
+  p.bias_stride_q = row_bcast ? 0 : pitch;
+  p.bias_stride_h = nh > 1 ? copied_rows * pitch : 0;
+  p.bias_stride_b = nb > 1 ? nh * copied_rows * pitch : 0;
+}
 
 }  // namespace
 
-bool bias_reads_as_pairs(const FlashFwdParams& p) {
+bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {
   if (p.bias == nullptr) return true;
-  return reinterpret_cast<uintptr_t>(p.bias) % 4 == 0 &&
-         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | p.seqlen_k) & 1) == 0;
+  const int64_t unit = chunks ? 8 : 2;  // elements per aligned read (a power of 2)
+  // Chunks read no key past the sequence's (the copy's source size); a pair reads key len_k
+  // beside key len_k - 1, which an even extent holds.
+  const int64_t extent = chunks ? 0 : p.seqlen_k;
+  return reinterpret_cast<uintptr_t>(p.bias) % uintptr_t(2 * unit) == 0 &&
+         ((p.bias_stride_b | p.bias_stride_h | p.bias_stride_q | extent) & (unit - 1)) == 0;
 }
 
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
@@ -322,7 +336,7 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
   FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
-  const StagedBias staged(d, params, stream);
+  align_bias(d, params, shape.bias_chunks, device.ordinal, stream);
   if (shape.tma && params.tile_counter == nullptr)
     params.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {

@@ -69,6 +69,8 @@ struct LaunchShape {
   // launch; a larger problem runs as several launches, each over a slice of at most grid[1]
   // heads (a multiple of the GQA group) and grid[2] sequences (flash_fwd_slice).
   int64_t heads_q = 0, sequences = 0;
+  // The kernel reads its bias in 16-byte chunks (else 4-byte pairs): bias_reads_in_place.
+  bool bias_chunks = false;
   int64_t launches() const;
 };
 
@@ -81,9 +83,10 @@ FlashFwdParams flash_fwd_slice(const FlashFwdParams& p, int64_t h0, int64_t nh, 
 
 // Dynamic shared memory a flash_fwd CUDA variant launches with: its family's launch facts, as
 // flash_fwd_launch_shape takes them (for reports without params, e.g. `ejk compile`).
-// per_item: the key's `.items` flag (sm90a: one block per work item, no O tile).
+// per_item: the key's `.items` flag (sm90a: one block per work item, no O tile); bias: its
+// `.bias` flag (sm90a keys stage the bias in shared memory where it fits).
 int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t block_q,
-                             int64_t block_k, bool per_item = false);
+                             int64_t block_k, bool per_item = false, bool bias = false);
 
 // Grid, block and dynamic shared memory of a flash_fwd CUDA variant for params `p`; `target` is
 // the key's ("sm80", "sm90a"): sm90a tile shapes the wgmma family supports launch that family,
@@ -92,11 +95,12 @@ int64_t flash_fwd_smem_bytes(std::string_view target, int64_t head_dim, int64_t 
 // InvalidArgument naming the axes for a (head_dim, block_q, block_k) no family can build.
 LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, int64_t block_q,
                                    int64_t block_k, const FlashFwdParams& p, int sm_count,
-                                   bool per_item = false);
+                                   bool per_item = false, bool bias = false);
 
-// True when the kernels can read p's bias as it is: a 4-byte aligned base, even strides and an
-// even key extent (FlashFwdParams::bias). No bias: true.
-bool bias_reads_as_pairs(const FlashFwdParams& p);
+// True when a kernel can read p's bias as it is (FlashFwdParams::bias). In 16-byte chunks
+// (`chunks`): a 16-byte aligned base and strides that are multiples of 8; as 4-byte pairs: a
+// 4-byte aligned base, even strides and an even key extent. No bias: true.
+bool bias_reads_in_place(const FlashFwdParams& p, bool chunks);
 
 // Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
 // elements: the kernels move 16-byte chunks, and TMA needs 16-byte strides) and the device's

@@ -86,7 +86,7 @@ struct CudaDriver {
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t bytes);
   // Stream-ordered scratch (CUDA 11.2+ drivers) and pitched copies into it: a bias the kernels
-  // cannot read as it is (cuda_backend.cpp StagedBias).
+  // cannot read as it is (cuda_backend.cpp align_bias).
   CUresult (*cuMemAllocAsync)(CUdeviceptr* ptr, size_t bytes, CUstream stream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
   CUresult (*cuMemcpy2DAsync)(const CudaMemcpy2D* copy, CUstream stream);

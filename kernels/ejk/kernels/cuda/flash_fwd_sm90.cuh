@@ -37,7 +37,8 @@ template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPongOpt = true,
           Sm90Schedule kScheduleOpt = Sm90Schedule::by_default,
           Sm90QOperand kQOpt = Sm90QOperand::by_default>
 struct FlashFwdSm90Config {
-  static constexpr FlashFwdSm90Geometry kGeometry{D, Br, Bc, kStagesOpt, kScheduleOpt, kQOpt};
+  static constexpr FlashFwdSm90Geometry kGeometry{D,           Br,    Bc, kStagesOpt, kScheduleOpt,
+                                                  kQOpt,       F.bias};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
                 "flash_fwd sm90: head_dim a multiple of 16 in [16, 256], block_q 64 or 128 (or 192 "
@@ -101,6 +102,10 @@ struct FlashFwdSm90Config {
   // scale * log2(e) is folded into one FFMA per score (softmax_deferred).
   static constexpr bool kFoldScale = !F.bias && !F.softcap;
   static constexpr bool kRollSinkLoops = true;  // for_each_sink
+  // Each consumer warp copies the bias of its rows into shared memory a tile ahead
+  // (sm90_stage_bias) where that fits (kGeometry.bias_staged); the others read global memory.
+  static constexpr bool kBiasStaged = kGeometry.bias_staged();
+  static constexpr int kBiasRowBytes = int(kGeometry.bias_row_bytes());
 };
 
 // Writes one consumer warpgroup's 64 finished rows through shared memory: fragments -> the
@@ -250,7 +255,13 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   const int warp_row0 = warp * 16;
   const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
-  const TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
+  TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
+  // C::kBiasStaged: the warp's 16 rows of staged bias, filled a tile ahead of their use.
+  const u32 bias_rows = C::kBiasStaged ? sm.bias_rows() + warp * 16 * C::kBiasRowBytes : 0;
+  if constexpr (C::kBiasStaged)
+    ctx.bias_smem = reinterpret_cast<const u32*>(smem + (bias_rows - sm.q)) +
+                    (lane >> 2) * (C::kBiasRowBytes / 4) + (lane & 3);
+  const i64 bias_row0 = i64(blk.q0) + warp_row0;
   // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
   // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
   // Folded logits stay raw dot products (masked ones -inf) until the exponent.
@@ -290,7 +301,16 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   };
   auto to_log2 = [&](int t) {
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
+    if constexpr (C::kBiasStaged) {
+      cp_async_wait<0>();  // this lane's copies of tile t's bias
+      __syncwarp();        // and the other lanes'
+    }
     if (!fold) logits_to_log2<C>(s, p, ctx, seq, k0, lane);  // folded plain logits stay raw
+    if constexpr (C::kBiasStaged) {
+      __syncwarp();  // every lane has read tile t's bias before the copies of t + 1 overwrite it
+      if (t + 1 < tiles_w)
+        sm90_stage_bias<C>(p, ctx, seq, bias_row0, k0 + C::kBlockK, bias_rows, lane);
+    }
     if (tile_needs_mask<C>(blk.mask, blk.q0, k0, seq.len_k))
       mask_logits<C>(s, ctx, blk.mask, seq, k0, lane);
     if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
@@ -308,6 +328,10 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   if (tiles == 0) {
     if (C::kItemRecord) sm90_release(sm.q_empty(), lane);  // lane 0 read the record
   } else {
+    if constexpr (C::kBiasStaged)  // tile 0's bias, while Q and K(0) are waited for
+      if (tiles_w > 0)
+        sm90_stage_bias<C>(p, ctx, seq, bias_row0, i64(blk.keys.tile_begin) * C::kBlockK,
+                           bias_rows, lane);
     mbar_wait(sm.q_full(), cur.q_loads & 1);
     // Q in registers: the tile goes back to the producer once S(0) has read the fragments
     // (below), and the next item's Q may land while this one runs.

@@ -33,6 +33,13 @@ template <class C> struct Sm90Smem {
   // consumers' reads), ahead of the item's Q: the consumers set up while Q is in flight.
   __device__ __forceinline__ u32 record_full() const { return bars + 8 * (2 + 4 * C::kStages); }
   __device__ __forceinline__ u32 record() const { return record_full() + 16; }
+  // The consumer warps' staged bias rows (C::kBiasStaged), after the geometry's barrier and
+  // record bytes, 128-byte aligned.
+  __device__ __forceinline__ u32 bias_rows() const {
+    constexpr u32 a = u32(FlashFwdSm90Geometry::kBiasAlign);
+    return (bars + u32(FlashFwdSm90Geometry::kBarrierBytes + FlashFwdSm90Geometry::kItemRecordBytes) +
+            a - 1) & ~(a - 1);
+  }
 };
 
 __device__ __forceinline__ void st_shared_record(u32 addr, const Sm90ItemRecord& r) {

@@ -67,6 +67,30 @@ template <int N> __device__ __forceinline__ void zero(float (&x)[1][N][4]) {
     for (int i = 0; i < 4; ++i) x[0][t][i] = 0.f;
 }
 
+// A consumer warp's copy of the bias of its 16 rows (row0 .. row0 + 15 of the sequence) at keys
+// k0 .. k0 + block_k - 1 into its rows of shared memory at `rows` (C::kBiasStaged): 16-byte
+// cp.async chunks of 8 keys, one group, waited for a tile later. Chunk j of row r goes to the
+// row's 16-byte slot (j & ~7) | ((j ^ r) & 7): logits_to_log2's 4-byte reads (word lane % 4 of
+// chunk nt in rows lane / 4 and lane / 4 + 8) then hit 32 distinct banks. Rows past len_q copy
+// row len_q - 1 (their logits are never stored); a chunk reads no key at or past len_k (the
+// rest of it is zero-filled: those keys are masked).
+template <class C>
+__device__ __forceinline__ void sm90_stage_bias(const FlashFwdParams& p, const TileContext<C>& c,
+                                                const SeqSpan& seq, i64 row0, i64 k0, u32 rows,
+                                                int lane) {
+  constexpr int kChunks = C::kBlockK / 8;  // per row; block_k is a multiple of 16
+#pragma unroll
+  for (int i = 0; i < 16 * kChunks / 32; ++i) {
+    const int idx = lane + 32 * i, r = idx / kChunks, j = idx % kChunks;
+    const i64 key = k0 + 8 * j;
+    const int bytes = 2 * int(max_of<i64>(min_of<i64>(seq.len_k - key, 8), 0));
+    const u16* src = c.bias + min_of<i64>(row0 + r, seq.len_q - 1) * p.bias_stride_q +
+                     (bytes > 0 ? key : 0);
+    cp_async_16_part(rows + r * C::kBiasRowBytes + (((j & ~7) | ((j ^ r) & 7)) << 4), src, bytes);
+  }
+  cp_async_commit();
+}
+
 // P (probabilities in S fragments) packed to the 16-bit A fragments of the P V wgmmas.
 template <class C>
 __device__ __forceinline__ void pack_p(u32 (&a)[C::kBlockK / 16][4], const float (&s)[1][C::kNTiles][4]) {

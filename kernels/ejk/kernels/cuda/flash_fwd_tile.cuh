@@ -46,6 +46,8 @@ struct FlashFwdSm80Config {
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
   static constexpr bool kRollSinkLoops = false;  // for_each_sink
+  static constexpr bool kBiasStaged = false;      // the bias from global memory (pairs)
+  static constexpr int kBiasRowBytes = 0;
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -101,6 +103,8 @@ template <class C> struct TileContext {
   i32 q_seg[C::kMTiles][2];  // its segment id (kSegments only; -1 past the sequence end)
   const i32* kv_seg;         // this sequence's kv segment ids, or null (always without kSegments)
   const u16* bias;           // bias of (sequence, head), row 0 (bias variants)
+  // C::kBiasStaged: word lane % 4 of row lane / 4 in the warp's staged bias rows (shared memory)
+  const u32* bias_smem;
   float scale_log2;          // scale * log2(e): plain variants go to log2 units in one multiply
   float inv_cap;
 };
@@ -125,6 +129,7 @@ __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, 
   c.bias = C::kBias ? static_cast<const u16*>(p.bias) + seq.index * p.bias_stride_b +
                           h * p.bias_stride_h
                     : nullptr;
+  c.bias_smem = nullptr;  // set by the kernels that stage the bias
   c.scale_log2 = p.scale * kLog2e;
   c.inv_cap = C::kSoftcap ? 1.f / p.softcap : 0.f;
   return c;
@@ -153,7 +158,8 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
 // session 22). Reads stay inside each sequence's rows: rows past len_q read row len_q - 1, and a
 // lane reads no pair past the one of key len_k - 1 (k0 < len_k for every visited tile), whose
 // second key is at most key len_k, inside the even key extent. The logits of rows past len_q are
-// never stored.
+// never stored. Kernels that stage the bias (C::kBiasStaged: sm90a, where shared memory allows)
+// read the same pairs from the warp's rows in shared memory (sm90_stage_bias), conflict-free.
 template <class C>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
@@ -163,20 +169,29 @@ __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles
   // tile's last). A predicate per load, not a clamped index: clamped indices cost an address
   // per load and spilled at three consumers.
   const int words_left = (int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1)) >> 1) - (lane & 3);
+  const int swizzle = lane >> 2;  // C::kBiasStaged: rows lane / 4 and lane / 4 + 8, mod 8
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const u32* bias_words =
-          C::kBias ? reinterpret_cast<const u32*>(c.bias +
-                                                  min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) *
-                                                      p.bias_stride_q +
-                                                  k0) + (lane & 3)
+      const u16* bias_row =
+          C::kBias && !C::kBiasStaged ? c.bias + min_of<i64>(c.q_pos[mt][half], seq.len_q - 1) * p.bias_stride_q
                    : nullptr;
+      const u32* bias_words =
+          C::kBias && !C::kBiasStaged ? reinterpret_cast<const u32*>(bias_row + k0) + (lane & 3) : nullptr;
+      // The next tile's keys of this row into L2 (each lane of the quad one of the row's <= 4
+      // lines): its loads, a tile from now, then wait for L2 instead of DRAM.
+      if (C::kBias && !C::kBiasStaged && k0 + C::kBlockK < seq.len_k)
+        prefetch_l2(bias_row + min_of<i64>(k0 + C::kBlockK + min_of(64 * (lane & 3), C::kBlockK - 1),
+                                           seq.len_k - 1));
 #pragma unroll
       for (int nt = 0; nt < C::kNTiles; ++nt) {
         u32 pair = 0;  // keys past len_k: masked to -inf whatever their bias
-        if (C::kBias && nt * 4 <= words_left) pair = bias_words[nt * 4];
+        if constexpr (C::kBiasStaged)  // chunk nt's slot (sm90_stage_bias)
+          pair = c.bias_smem[half * 2 * C::kBiasRowBytes + (nt & ~7) * 4 +
+                             (((nt & 7) ^ swizzle) << 2)];
+        else if (C::kBias && nt * 4 <= words_left)
+          pair = bias_words[nt * 4];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           float& v = s[mt][nt][2 * half + j];

@@ -82,6 +82,7 @@ struct FlashFwdSm90Geometry {
   i64 stages_override = 0;  // 0: the default below (what keys build)
   Sm90Schedule schedule_override = Sm90Schedule::by_default;
   Sm90QOperand q_operand_override = Sm90QOperand::by_default;
+  bool bias = false;  // the key reads a bias: staged through shared memory where that fits
 
   static constexpr i64 kMaxStages = 4;
   static constexpr i64 kElemBytes = 2;
@@ -125,7 +126,23 @@ struct FlashFwdSm90Geometry {
       if (smem_bytes_for(s) <= kMaxSmemSm90) return s;
     return 2;
   }
-  constexpr i64 smem_bytes() const { return smem_bytes_for(stages()); }
+  // A bias key's consumer warps copy each tile's bias of their 16 rows into shared memory one
+  // tile ahead (cp.async) and read it from there: 4-byte global loads per pair of keys in the
+  // fragment layout touched 8 rows' cache lines per load and left the bias kernels at 1.4 TB/s
+  // (NOTES.md session 23). Rows of whole 128-byte lines (the reads' swizzle works in 8 chunks
+  // of 16 bytes), 128 bytes of alignment slack. Only where it fits beside everything else,
+  // which it does not change; elsewhere the kernels read the bias from global memory.
+  static constexpr i64 kBiasAlign = 128;
+  constexpr i64 bias_row_bytes() const {
+    return ceil_div(kElemBytes * block_k, kBiasAlign) * kBiasAlign;
+  }
+  constexpr i64 bias_stage_bytes() const { return kBiasAlign + block_q * bias_row_bytes(); }
+  constexpr bool bias_staged() const {
+    return bias && smem_bytes_for(stages()) + bias_stage_bytes() <= kMaxSmemSm90;
+  }
+  constexpr i64 smem_bytes() const {
+    return smem_bytes_for(stages()) + (bias_staged() ? bias_stage_bytes() : 0);
+  }
   // Persistent where a block fills an SM's shared memory anyway, head_dim <= 128, and an O
   // tile fits beside two K/V stages: the consumers then hand O to a TMA store and go on, the
   // producer already streaming the next item's Q and K/V, which beats a block per item (its
@@ -284,16 +301,19 @@ struct FlashFwdLaunchFacts {
   bool valid;       // false: no family can build this tile shape
   i64 threads;
   i64 smem_bytes;   // dynamic shared memory
+  bool bias_chunks;  // the kernel copies its bias in 16-byte chunks (FlashFwdParams::bias)
 };
 
 constexpr FlashFwdLaunchFacts flash_fwd_launch_facts(bool sm90a, i64 head_dim, i64 block_q,
-                                                     i64 block_k, bool per_item = false) {
+                                                     i64 block_k, bool per_item = false,
+                                                     bool bias = false) {
   if (flash_fwd_uses_wgmma(sm90a, head_dim, block_q, block_k)) {
-    const FlashFwdSm90Geometry g{head_dim, block_q, block_k, 0, flash_fwd_schedule(per_item)};
-    return {true, true, g.threads(), g.smem_bytes()};
+    const FlashFwdSm90Geometry g{head_dim,  block_q, block_k, 0, flash_fwd_schedule(per_item),
+                                Sm90QOperand::by_default, bias};
+    return {true, true, g.threads(), g.smem_bytes(), g.bias_staged()};
   }
   const FlashFwdSm80Geometry g{head_dim, block_q, block_k};
-  return {false, g.valid(), g.threads(), g.smem_bytes()};
+  return {false, g.valid(), g.threads(), g.smem_bytes(), false};
 }
 
 }  // namespace ejk::cuda

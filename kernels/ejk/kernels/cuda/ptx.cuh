@@ -46,6 +46,12 @@ __device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
 }
+// The same with the chunk's first src_bytes (0..16) read and the rest zero-filled: a row's
+// last chunk reads nothing past its sequence's keys.
+__device__ __forceinline__ void cp_async_16_part(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() {
@@ -159,6 +165,12 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
+}
+
+// Asks L2 for the cache line holding `ptr` (no register result, no wait): a load issued a tile
+// ahead of its use then finds the line in L2 instead of DRAM.
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr));
 }
 
 // --- sm_90: the tensor memory accelerator (TMA) ----------------------------------------------
