@@ -37,8 +37,8 @@ template <Elem E, int D, int Br, int Bc, FlashFlags F, bool kPingPongOpt = true,
           Sm90Schedule kScheduleOpt = Sm90Schedule::by_default,
           Sm90QOperand kQOpt = Sm90QOperand::by_default>
 struct FlashFwdSm90Config {
-  static constexpr FlashFwdSm90Geometry kGeometry{D,           Br,    Bc, kStagesOpt, kScheduleOpt,
-                                                  kQOpt,       F.bias};
+  static constexpr FlashFwdSm90Geometry kGeometry{D,     Br,    Bc, kStagesOpt, kScheduleOpt,
+                                                  kQOpt, F.bias};
   static_assert(E != Elem::f32, "flash_fwd sm90: the CUDA kernels take bf16 or f16 inputs");
   static_assert(kGeometry.valid(),
                 "flash_fwd sm90: head_dim a multiple of 16 in [16, 256], block_q 64 or 128 (or 192 "

@@ -308,8 +308,8 @@ constexpr FlashFwdLaunchFacts flash_fwd_launch_facts(bool sm90a, i64 head_dim, i
                                                      i64 block_k, bool per_item = false,
                                                      bool bias = false) {
   if (flash_fwd_uses_wgmma(sm90a, head_dim, block_q, block_k)) {
-    const FlashFwdSm90Geometry g{head_dim,  block_q, block_k, 0, flash_fwd_schedule(per_item),
-                                Sm90QOperand::by_default, bias};
+    const FlashFwdSm90Geometry g{head_dim, block_q, block_k, 0, flash_fwd_schedule(per_item),
+                                 Sm90QOperand::by_default, bias};
     return {true, true, g.threads(), g.smem_bytes(), g.bias_staged()};
   }
   const FlashFwdSm80Geometry g{head_dim, block_q, block_k};

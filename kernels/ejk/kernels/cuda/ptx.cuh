@@ -39,18 +39,16 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte global -> shared copy that bypasses L1. src_bytes = 0 zero-fills the destination
-// (rows past the sequence end), so no garbage (possibly NaN) enters the matrix products.
-__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
-// The same with the chunk's first src_bytes (0..16) read and the rest zero-filled: a row's
-// last chunk reads nothing past its sequence's keys.
+// 16-byte global -> shared copies that bypass L1. cp_async_16_part reads the chunk's first
+// src_bytes (0..16) and zero-fills the rest (a bias row's last chunk reads no key past its
+// sequence); cp_async_16 reads all of it or (valid false: rows past the sequence end) nothing,
+// so no garbage (possibly NaN) enters the matrix products.
 __device__ __forceinline__ void cp_async_16_part(u32 dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
+  cp_async_16_part(dst, src, valid ? 16 : 0);
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups are still in flight.
