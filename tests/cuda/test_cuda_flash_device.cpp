@@ -4,6 +4,7 @@
 // Fresh random inputs every run (the seed is printed); outputs are poisoned with NaN first.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <optional>
@@ -244,6 +245,67 @@ TEST_CASE("drawn work items: back to back on one stream and at once on two", "[d
   }
   d.check(d.cuStreamDestroy(s1), "cuStreamDestroy");
   d.check(d.cuStreamDestroy(s2), "cuStreamDestroy");
+}
+
+// The runtime's bias copy (flash_fwd_bias_rows.cuh) on sources at every 2-byte alignment, odd
+// and broadcast strides and key counts around the 8-key chunk: every row bit for bit, the keys
+// past the row zero. The source buffers end at the last element read, so a read past the tensor
+// shows under compute-sanitizer memcheck.
+TEST_CASE("the bias copy keeps every row bit for bit at any alignment and stride", "[device]") {
+  std::string why;
+  if (cuda::CudaDriver::load(&why) == nullptr) SKIP("no CUDA device: " + why);
+  const cuda::DeviceInfo& dev = cuda::use_device(0);
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << ", device " << dev.name);
+  std::mt19937_64 rng(seed);
+  VariantKey key = flash_schema().blank_key("cuda", dev.target);
+  key.set_enum("dtype", "bf16");
+  key.set_int("head_dim", 64), key.set_int("block_q", 64), key.set_int("block_k", 32);
+  key.set_flag("bias", true);
+  cuda::LoadedKernel kernel = load_kernel(key);
+  const cuda::CudaDriver& d = cuda::CudaDriver::get();
+  for (int64_t keys : {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1001}) {
+    for (int64_t offset = 0; offset < 8; ++offset) {  // elements past a 16-byte boundary
+      // Plain rows with a gap; heads broadcast; rows broadcast.
+      for (int layout = 0; layout < 3; ++layout) {
+        FlashFwdBiasRows c{};
+        const int64_t nb = 2, rows = layout == 2 ? 1 : 37;
+        c.batches = nb, c.heads = layout == 1 ? 1 : 3, c.rows = rows, c.keys = keys;
+        c.stride_q = layout == 2 ? 0 : keys + int64_t(rng() % 4);
+        c.stride_h = layout == 1 ? 0 : rows * std::max<int64_t>(c.stride_q, keys) + int64_t(rng() % 3);
+        c.stride_b = c.heads * std::max<int64_t>(c.stride_h, rows * std::max<int64_t>(c.stride_q, keys)) + 1;
+        const int64_t rows_total = nb * c.heads * rows;
+        c.pitch = (keys + 7) / 8 * 8;
+        // The source ends at its last element: (nb-1, heads-1, rows-1, keys-1).
+        const int64_t extent = (nb - 1) * c.stride_b + (c.heads - 1) * c.stride_h +
+                               (rows - 1) * c.stride_q + keys;
+        std::vector<uint16_t> host(size_t(offset + extent));
+        for (auto& x : host) x = uint16_t(rng());
+        DeviceBuffer src(host), dst(size_t(rows_total * c.pitch) * 2);
+        d.check(d.cuMemsetD8(dst.ptr(), 0xff, size_t(rows_total * c.pitch) * 2), "poisoning dst");
+        c.src = src.as<uint16_t>() + offset;
+        c.dst = dst.as<uint16_t>();
+        // A grid for one SM at odd offsets: each warp walks several rows.
+        cuda::copy_bias_rows(kernel, c, offset % 2 ? 1 : dev.sm_count);
+        std::vector<uint16_t> got(size_t(rows_total * c.pitch));
+        d.check(d.cuMemcpyDtoH(got.data(), dst.ptr(), got.size() * 2), "cuMemcpyDtoH");
+        size_t wrong = 0;
+        for (int64_t row = 0; row < rows_total; ++row) {
+          const int64_t plane = row / rows, r = row % rows, b = plane / c.heads, h = plane % c.heads;
+          const int64_t at = offset + b * c.stride_b + h * c.stride_h + r * c.stride_q;
+          for (int64_t k = 0; k < c.pitch; ++k)
+            wrong += got[size_t(row * c.pitch + k)] != (k < keys ? host[size_t(at + k)] : 0);
+        }
+        INFO("keys " << keys << " offset " << offset << " layout " << layout << " strides "
+                     << c.stride_b << "/" << c.stride_h << "/" << c.stride_q);
+        CHECK(wrong == 0);
+      }
+    }
+  }
+  // A cubin without the copy is refused by name.
+  key.set_flag("bias", false);
+  cuda::LoadedKernel plain = load_kernel(key);
+  CHECK_THROWS_AS(cuda::copy_bias_rows(plain, FlashFwdBiasRows{}, dev.sm_count), InvalidArgument);
 }
 
 TEST_CASE("without a driver the backend says why", "[cuda]") {

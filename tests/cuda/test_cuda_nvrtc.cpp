@@ -1,6 +1,6 @@
 // NVRTC compiles of the CUDA variants, with no GPU: every key of the spec's CUDA AOT set, plus
 // each feature flag on both targets, must compile for its arch, report its resources and
-// neither spill nor serialize its wgmmas. Also the small pure functions of the backend (arch
+// neither spill nor serialize its wgmmas; bias keys carry their bias copy. Also the small pure functions of the backend (arch
 // spelling, ptxas report parsing).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -33,6 +33,17 @@ std::string serialization_warning(const std::string& log) {
   return log.substr(begin, std::min<size_t>(end - begin, 160));
 }
 
+// A bias key's cubin carries its bias copy (flash_fwd_bias_rows.cuh), without stack or spills;
+// no other key's does. "" when so.
+std::string bias_rows_problem(const VariantKey& key, const std::vector<uint8_t>& cubin) {
+  const std::string copy = symbol_name(key) + "_bias_rows";
+  const cuda::KernelResources r = cuda::cubin_resources(cubin, copy);
+  if (!key.get_flag("bias")) return r.registers < 0 ? "" : "carries " + copy + " without a bias";
+  if (r.registers <= 0) return "no " + copy + " in the cubin";
+  if (r.stack_bytes != 0) return copy + " has " + std::to_string(r.stack_bytes) + " bytes of stack";
+  return "";
+}
+
 // Compiles keys on all cores (NVRTC is thread-safe per program); returns one line per failure.
 std::vector<std::string> compile_keys(const std::vector<VariantKey>& keys) {
   const cuda::NvrtcCompiler& nv = cuda::NvrtcCompiler::get();
@@ -50,6 +61,8 @@ std::vector<std::string> compile_keys(const std::vector<VariantKey>& keys) {
           failures[i] = to_string(key) + ": spills " + std::to_string(r.resources.spill_store_bytes) + " bytes";
         else if (const std::string w = serialization_warning(r.log); !w.empty())
           failures[i] = to_string(key) + ": " + w;
+        else if (const std::string b = bias_rows_problem(key, r.cubin); !b.empty())
+          failures[i] = to_string(key) + ": " + b;
       } catch (const std::exception& e) {
         failures[i] = to_string(key) + ": " + e.what();
       }

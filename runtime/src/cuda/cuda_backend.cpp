@@ -67,10 +67,14 @@ LoadedKernel::LoadedKernel(const std::vector<uint8_t>& cubin, const std::string&
     : symbol_(symbol) {
   const CudaDriver& d = CudaDriver::get();
   d.check(d.cuModuleLoadData(&module_, cubin.data()), ("loading the cubin of " + symbol).c_str());
-  const CUresult r = d.cuModuleGetFunction(&fn_, module_, symbol.c_str());
+  std::string wanted = symbol;
+  CUresult r = d.cuModuleGetFunction(&fn_, module_, symbol.c_str());
+  // Only bias keys' cubins carry the copy (asking for an absent function is an API error).
+  if (const std::string copy = symbol + "_bias_rows"; r == 0 && cubin_has_symbol(cubin, copy))
+    wanted = copy, r = d.cuModuleGetFunction(&bias_rows_fn_, module_, copy.c_str());
   if (r != 0) {
     d.cuModuleUnload(module_);
-    d.check(r, ("kernel symbol " + symbol + " in its cubin").c_str());
+    d.check(r, ("kernel symbol " + wanted + " in its cubin").c_str());
   }
 }
 
@@ -269,44 +273,55 @@ CUdeviceptr bias_scratch(const CudaDriver& d, int ordinal, CUstream stream, size
 }
 
 // Where the kernel cannot read p's bias [B|1, Hq|1, rows, keys] as it is (bias_reads_in_place),
-// copies it into rows whose pitch is a multiple of 8 (a kernel that reads 16-byte chunks) or 2
-// (4-byte pairs) elements in the stream's scratch, and points p there.
-void align_bias(const CudaDriver& d, FlashFwdParams& p, bool chunks, int ordinal,
-                CUstream stream) {
+// copies it with the key's own copy kernel into rows whose pitch is a multiple of 8 elements
+// (what both the 16-byte chunks and the 4-byte pairs read in place) in the stream's scratch, and
+// points p there.
+void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
+                const DeviceInfo& device, CUstream stream) {
   if (bias_reads_in_place(p, chunks)) return;
   // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
   // takes no bias with varlen, the kernel tests do).
-  const int64_t rows = p.seqlen_q, keys = p.seqlen_k;
-  const int64_t nb = p.bias_stride_b != 0 ? p.batch : 1;
-  const int64_t nh = p.bias_stride_h != 0 ? p.heads_q : 1;
-  const int64_t unit = chunks ? 8 : 2;  // elements per aligned read
-  const int64_t pitch = ceil_div(keys, unit) * unit;
+  FlashFwdBiasRows c{};
+  c.src = static_cast<const u16*>(p.bias);
+  c.stride_b = p.bias_stride_b, c.stride_h = p.bias_stride_h, c.stride_q = p.bias_stride_q;
+  c.batches = p.bias_stride_b != 0 ? p.batch : 1;
+  c.heads = p.bias_stride_h != 0 ? p.heads_q : 1;
   // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
-  const bool row_bcast = p.bias_stride_q == 0;
-  const int64_t copied_rows = row_bcast ? 1 : rows;
-  const size_t plane = size_t(copied_rows) * size_t(pitch) * kElemBytesOf16Bit;
-  const CUdeviceptr scratch = bias_scratch(d, ordinal, stream, plane * size_t(nb * nh));
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t h = 0; h < nh; ++h) {
-      CudaMemcpy2D c{};
-      c.src_memory_type = c.dst_memory_type = kMemoryTypeDevice;
-      c.src_device = reinterpret_cast<CUdeviceptr>(p.bias) +
-                     CUdeviceptr(b * p.bias_stride_b + h * p.bias_stride_h) * kElemBytesOf16Bit;
-      c.width_bytes = size_t(keys) * kElemBytesOf16Bit;
-      c.height = size_t(copied_rows);
-      // One row: any stride (a size-1 dimension's); the copy wants a pitch of one row or more.
-      c.src_pitch = std::max<size_t>(size_t(p.bias_stride_q) * kElemBytesOf16Bit, c.width_bytes);
-      c.dst_device = scratch + CUdeviceptr(b * nh + h) * plane;
-      c.dst_pitch = size_t(pitch) * kElemBytesOf16Bit;
-      d.check(d.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync (flash_fwd bias rows)");
-    }
-  p.bias = reinterpret_cast<const void*>(scratch);
-  p.bias_stride_q = row_bcast ? 0 : pitch;
-  p.bias_stride_h = nh > 1 ? copied_rows * pitch : 0;
-  p.bias_stride_b = nb > 1 ? nh * copied_rows * pitch : 0;
+  c.rows = p.bias_stride_q == 0 ? 1 : p.seqlen_q;
+  c.keys = p.seqlen_k;
+  c.pitch = ceil_div<int64_t>(c.keys, 8) * 8;
+  const size_t bytes = size_t(c.batches * c.heads * c.rows) * size_t(c.pitch) * kElemBytesOf16Bit;
+  c.dst = reinterpret_cast<u16*>(bias_scratch(CudaDriver::get(), device.ordinal, stream, bytes));
+  copy_bias_rows(kernel, c, device.sm_count, stream);
+  p.bias = c.dst;
+  p.bias_stride_q = p.bias_stride_q == 0 ? 0 : c.pitch;
+  p.bias_stride_h = c.heads > 1 ? c.rows * c.pitch : 0;
+  p.bias_stride_b = c.batches > 1 ? c.heads * c.rows * c.pitch : 0;
 }
 
 }  // namespace
+
+void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
+                    CUstream stream) {
+  if (kernel.bias_rows_function() == nullptr)
+    throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + " has no " + kernel.symbol() +
+                          "_bias_rows: expected a bias key's cubin");
+  const int64_t planes = rows.batches * rows.heads;
+  if (planes == 0 || rows.rows == 0 || rows.keys == 0) return;
+  constexpr int64_t kWarps = 8;  // per block of 256 threads: one row each at a time
+  // Blocks over (rows, heads, batches), about one wave (8 per SM) in all; the kernel's warps walk
+  // the rest, as they do past the grid's 65535 heads or batches.
+  const int64_t per_plane = std::max<int64_t>(1, 8 * int64_t(sm_count) / planes);
+  const unsigned gx = unsigned(std::min<int64_t>(ceil_div<int64_t>(rows.rows, kWarps), per_plane));
+  const unsigned gy = unsigned(std::min<int64_t>(rows.heads, 65535));
+  const unsigned gz = unsigned(std::min<int64_t>(rows.batches, 65535));
+  const CudaDriver& d = CudaDriver::get();
+  FlashFwdBiasRows copy = rows;
+  void* args[] = {&copy};
+  d.check(d.cuLaunchKernel(kernel.bias_rows_function(), gx, gy, gz, 32 * kWarps, 1, 1, 0, stream,
+                           args, nullptr),
+          ("launching " + kernel.symbol() + "_bias_rows").c_str());
+}
 
 bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {
   if (p.bias == nullptr) return true;
@@ -336,7 +351,7 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
   FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
-  align_bias(d, params, shape.bias_chunks, device.ordinal, stream);
+  align_bias(kernel, params, shape.bias_chunks, device, stream);
   if (shape.tma && params.tile_counter == nullptr)
     params.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {

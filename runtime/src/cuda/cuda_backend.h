@@ -44,6 +44,9 @@ class LoadedKernel {
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
   CUfunction function() const { return fn_; }
+  // `<symbol>_bias_rows`, the copy a bias key's cubin carries (flash_fwd_bias_rows.cuh); null
+  // in other cubins.
+  CUfunction bias_rows_function() const { return bias_rows_fn_; }
   const std::string& symbol() const { return symbol_; }
   // From the loaded function: registers, local memory (stack + spills), static shared memory.
   KernelResources resources() const;
@@ -53,6 +56,7 @@ class LoadedKernel {
  private:
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
+  CUfunction bias_rows_fn_ = nullptr;
   std::string symbol_;
   int dynamic_smem_ = 48 * 1024;  // the default limit without opt-in
 };
@@ -97,6 +101,13 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
                                    int64_t block_k, const FlashFwdParams& p, int sm_count,
                                    bool per_item = false, bool bias = false);
 
+// Runs the copy in `kernel`'s cubin (a bias key's: flash_fwd_bias_rows.cuh) on `stream`:
+// rows.dst must be 16-byte aligned and hold batches x heads x rows x pitch
+// elements. InvalidArgument for a
+// cubin without the copy.
+void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
+                    CUstream stream = nullptr);
+
 // True when a kernel can read p's bias as it is (FlashFwdParams::bias). In 16-byte chunks
 // (`chunks`): a 16-byte aligned base and strides that are multiples of 8; as 4-byte pairs: a
 // 4-byte aligned base, even strides and an even key extent. No bias: true.
@@ -106,8 +117,8 @@ bool bias_reads_in_place(const FlashFwdParams& p, bool chunks);
 // elements: the kernels move 16-byte chunks, and TMA needs 16-byte strides) and the device's
 // shared-memory limit, builds the tensor maps (sm90a family), then launches asynchronously on
 // `stream` (null: the legacy default stream). sm90a launches without p.tile_counter get the
-// stream's own (one per device and stream, kept for the process). A bias that does not read as
-// pairs is first copied, on the stream, into stream-ordered scratch with an even row pitch.
+// stream's own (one per device and stream, kept for the process). A bias the kernel cannot read in
+// place is first copied (copy_bias_rows), on the stream, into stream-ordered scratch.
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
                       const DeviceInfo& device, CUstream stream = nullptr);
 

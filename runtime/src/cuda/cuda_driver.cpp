@@ -52,7 +52,6 @@ bool resolve_all(void* lib, CudaDriver& d, std::string& why) {
   sym(d.cuMemsetD8, "cuMemsetD8_v2");
   sym(d.cuMemAllocAsync, "cuMemAllocAsync");
   sym(d.cuMemFreeAsync, "cuMemFreeAsync");
-  sym(d.cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
   sym(d.cuStreamCreate, "cuStreamCreate");
   sym(d.cuStreamDestroy, "cuStreamDestroy_v2");
   sym(d.cuStreamSynchronize, "cuStreamSynchronize");

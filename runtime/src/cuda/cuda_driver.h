@@ -42,24 +42,6 @@ enum : int {
   kFuncAttrMaxDynamicSharedSizeBytes = 8,
 };
 
-// cuda.h's CUDA_MEMCPY2D (the _v2 ABI): a pitched copy; only device-to-device copies are made.
-struct CudaMemcpy2D {
-  size_t src_x_bytes, src_y;
-  int src_memory_type;  // kMemoryTypeDevice
-  const void* src_host;
-  CUdeviceptr src_device;
-  void* src_array;
-  size_t src_pitch;
-  size_t dst_x_bytes, dst_y;
-  int dst_memory_type;
-  void* dst_host;
-  CUdeviceptr dst_device;
-  void* dst_array;
-  size_t dst_pitch;
-  size_t width_bytes, height;
-};
-enum : int { kMemoryTypeDevice = 2 };
-
 struct CudaDriver {
   CUresult (*cuInit)(unsigned flags);
   CUresult (*cuDriverGetVersion)(int* version);
@@ -85,11 +67,10 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, size_t bytes);
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t bytes);
-  // Stream-ordered scratch (CUDA 11.2+ drivers) and pitched copies into it: a bias the kernels
-  // cannot read as it is (cuda_backend.cpp align_bias).
+  // Stream-ordered scratch (CUDA 11.2+ drivers): the copy of a bias the kernels cannot read as
+  // it is (cuda_backend.cpp align_bias).
   CUresult (*cuMemAllocAsync)(CUdeviceptr* ptr, size_t bytes, CUstream stream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
-  CUresult (*cuMemcpy2DAsync)(const CudaMemcpy2D* copy, CUstream stream);
   // Streams: the runtime launches on the caller's; the device tests make their own.
   CUresult (*cuStreamCreate)(CUstream* stream, unsigned flags);
   CUresult (*cuStreamDestroy)(CUstream stream);

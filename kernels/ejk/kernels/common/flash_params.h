@@ -56,6 +56,19 @@ struct FlashFwdParams {
   u32* tile_counter;
 };
 
+// The CUDA runtime's copy of a bias its kernel cannot read in place (FlashFwdParams::bias;
+// kernels/ejk/kernels/cuda/flash_fwd_bias_rows.cuh): rows of any 2-byte alignment and stride
+// into rows of `pitch` keys (a multiple of 8) at a 16-byte aligned base, keys past the row zero.
+struct FlashFwdBiasRows {
+  const u16* src;   // row r of plane (b, h) at b * stride_b + h * stride_h + r * stride_q
+  u16* dst;         // row r of plane (b, h) at ((b * heads + h) * rows + r) * pitch
+  i64 stride_b, stride_h, stride_q;
+  i64 batches;      // batch, or 1 for a bias broadcast over the batch
+  i64 heads;        // heads_q, or 1 for a bias broadcast over heads
+  i64 rows;         // seqlen_q, or 1 for a bias broadcast over queries
+  i64 keys, pitch;  // pitch = keys rounded up to 8
+};
+
 // Work decomposition shared by the runtime and the CPU kernels: one task is one
 // (sequence, q head, block of block_q queries). Tasks past a sequence's end are empty.
 EJK_HD i64 flash_fwd_num_tasks(const FlashFwdParams& p, i64 block_q) {
