@@ -266,7 +266,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
   // Folded logits stay raw dot products (masked ones -inf) until the exponent.
   const bool fold = C::kFoldScale && ctx.scale_log2 > 0.f;
-  const float exp_scale = fold ? ctx.scale_log2 : 1.f;
+  // Unfolded logits leave logits_to_log2 in natural units: log2(e) goes into the exponent.
+  const float exp_scale = fold ? ctx.scale_log2 : kLog2e;
   RowState rows[1][2];
   init_rows<C>(rows);
   float o[1][C::kDTiles][4];
@@ -305,7 +306,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       cp_async_wait<0>();  // this lane's copies of tile t's bias
       __syncwarp();        // and the other lanes'
     }
-    if (!fold) logits_to_log2<C>(s, p, ctx, seq, k0, lane);  // folded plain logits stay raw
+    if (!fold) logits_to_log2<C, false>(s, p, ctx, seq, k0, lane);  // folded: raw logits
     if constexpr (C::kBiasStaged) {
       __syncwarp();  // every lane has read tile t's bias before the copies of t + 1 overwrite it
       if (t + 1 < tiles_w)

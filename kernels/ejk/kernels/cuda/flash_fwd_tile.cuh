@@ -145,8 +145,9 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
   return !(k0 >= first_visible_key(q_last, m) && k0 + C::kBlockK - 1 <= last_visible_key(q0, m));
 }
 
-// Turns raw dot products into log2-unit logits (mask.h's transform) without masking: every
-// tile runs this, masked tiles then mask_logits (one copy of the transform in the kernel: the
+// Turns raw dot products into log2-unit logits (mask.h's transform) without masking, or with
+// kLog2 false into logits in natural units (one multiply less per score: the sm90a softmax
+// takes log2(e) into its exponent's FFMA, softmax_deferred's exp_scale). Every tile runs this, masked tiles then mask_logits (one copy of the transform in the kernel: the
 // transform compiled into a masked and an unmasked path doubled its code, bench/cuda/NOTES.md
 // v10). Element (nt, i) of a fragment row is key k0 + 2 * (lane % 4) + nt * 8 + (i & 1).
 //
@@ -160,7 +161,7 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
 // second key is at most key len_k, inside the even key extent. The logits of rows past len_q are
 // never stored. Kernels that stage the bias (C::kBiasStaged: sm90a, where shared memory allows)
 // read the same pairs from the warp's rows in shared memory (sm90_stage_bias), conflict-free.
-template <class C>
+template <class C, bool kLog2 = true>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
                                                const SeqSpan& seq, i64 k0, int lane) {
@@ -196,11 +197,12 @@ __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles
         for (int j = 0; j < 2; ++j) {
           float& v = s[mt][nt][2 * half + j];
           if (!C::kBias && !C::kSoftcap) {
-            v *= c.scale_log2;
+            v *= kLog2 ? c.scale_log2 : p.scale;
           } else {
             const float bias = C::kBias ? to_f32<C::kElem>(u16(pair >> (16 * j))) : 0.f;
-            v = kLog2e * transform_logit<C::kBias, C::kSoftcap>(v * p.scale, bias, p.softcap,
-                                                                c.inv_cap, tanh_fn);
+            v = transform_logit<C::kBias, C::kSoftcap>(v * p.scale, bias, p.softcap, c.inv_cap,
+                                                       tanh_fn);
+            if (kLog2) v *= kLog2e;
           }
         }
       }
