@@ -36,7 +36,7 @@ std::string serialization_warning(const std::string& log) {
 // A bias key's cubin carries its bias copy (flash_fwd_bias_rows.cuh), without stack or spills;
 // no other key's does. "" when so.
 std::string bias_rows_problem(const VariantKey& key, const std::vector<uint8_t>& cubin) {
-  const std::string copy = symbol_name(key) + "_bias_rows";
+  const std::string copy = cuda::bias_rows_symbol(symbol_name(key));
   const cuda::KernelResources r = cuda::cubin_resources(cubin, copy);
   if (!key.get_flag("bias")) return r.registers < 0 ? "" : "carries " + copy + " without a bias";
   if (r.registers <= 0) return "no " + copy + " in the cubin";

@@ -70,7 +70,7 @@ LoadedKernel::LoadedKernel(const std::vector<uint8_t>& cubin, const std::string&
   std::string wanted = symbol;
   CUresult r = d.cuModuleGetFunction(&fn_, module_, symbol.c_str());
   // Only bias keys' cubins carry the copy (asking for an absent function is an API error).
-  if (const std::string copy = symbol + "_bias_rows"; r == 0 && cubin_has_symbol(cubin, copy))
+  if (const std::string copy = bias_rows_symbol(symbol); r == 0 && cubin_has_symbol(cubin, copy))
     wanted = copy, r = d.cuModuleGetFunction(&bias_rows_fn_, module_, copy.c_str());
   if (r != 0) {
     d.cuModuleUnload(module_);
@@ -304,8 +304,8 @@ void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
 void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
                     CUstream stream) {
   if (kernel.bias_rows_function() == nullptr)
-    throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + " has no " + kernel.symbol() +
-                          "_bias_rows: expected a bias key's cubin");
+    throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + " has no " +
+                          bias_rows_symbol(kernel.symbol()) + ": expected a bias key's cubin");
   const int64_t planes = rows.batches * rows.heads;
   if (planes == 0 || rows.rows == 0 || rows.keys == 0) return;
   constexpr int64_t kWarps = 8;  // per block of 256 threads: one row each at a time
@@ -320,7 +320,7 @@ void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, in
   void* args[] = {&copy};
   d.check(d.cuLaunchKernel(kernel.bias_rows_function(), gx, gy, gz, 32 * kWarps, 1, 1, 0, stream,
                            args, nullptr),
-          ("launching " + kernel.symbol() + "_bias_rows").c_str());
+          ("launching " + bias_rows_symbol(kernel.symbol())).c_str());
 }
 
 bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {

@@ -35,6 +35,10 @@ std::string target_for_capability(int major, int minor);
 const DeviceInfo& use_device(int ordinal = 0);
 
 // A cubin loaded into the current context, and one kernel of it. Unloaded on destruction.
+// The entry of the bias copy that a bias key's cubin carries beside `symbol`
+// (templates/flash_fwd.cuda.cu.tmpl).
+inline std::string bias_rows_symbol(const std::string& symbol) { return symbol + "_bias_rows"; }
+
 class LoadedKernel {
  public:
   // Error if the driver rejects the image (wrong arch) or the symbol is absent.
@@ -44,8 +48,8 @@ class LoadedKernel {
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
   CUfunction function() const { return fn_; }
-  // `<symbol>_bias_rows`, the copy a bias key's cubin carries (flash_fwd_bias_rows.cuh); null
-  // in other cubins.
+  // bias_rows_symbol(symbol()), the copy a bias key's cubin carries (flash_fwd_bias_rows.cuh);
+  // null in other cubins.
   CUfunction bias_rows_function() const { return bias_rows_fn_; }
   const std::string& symbol() const { return symbol_; }
   // From the loaded function: registers, local memory (stack + spills), static shared memory.
@@ -102,9 +106,8 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
                                    bool per_item = false, bool bias = false);
 
 // Runs the copy in `kernel`'s cubin (a bias key's: flash_fwd_bias_rows.cuh) on `stream`:
-// rows.dst must be 16-byte aligned and hold batches x heads x rows x pitch
-// elements. InvalidArgument for a
-// cubin without the copy.
+// rows.dst must be 16-byte aligned and hold batches x heads x rows x pitch elements.
+// InvalidArgument for a cubin without the copy.
 void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
                     CUstream stream = nullptr);
 
