@@ -301,7 +301,7 @@ int bias_copy_bench() {
     FlashFwdBiasRows c{};
     c.batches = 1, c.heads = kHeads, c.rows = kRows, c.keys = keys;
     c.stride_q = keys, c.stride_h = kRows * keys, c.stride_b = 0;
-    c.pitch = (keys + 7) / 8 * 8;
+    c.pitch = flash_fwd_bias_pitch(keys);
     const size_t src_bytes = size_t(kHeads * kRows * keys + offset) * 2;
     const size_t dst_bytes = size_t(kHeads * kRows * c.pitch) * 2;
     DeviceBuffer src(src_bytes), dst(dst_bytes);

@@ -275,7 +275,7 @@ TEST_CASE("the bias copy keeps every row bit for bit at any alignment and stride
         c.stride_h = layout == 1 ? 0 : rows * std::max<int64_t>(c.stride_q, keys) + int64_t(rng() % 3);
         c.stride_b = c.heads * std::max<int64_t>(c.stride_h, rows * std::max<int64_t>(c.stride_q, keys)) + 1;
         const int64_t rows_total = nb * c.heads * rows;
-        c.pitch = (keys + 7) / 8 * 8;
+        c.pitch = flash_fwd_bias_pitch(keys);
         // The source ends at its last element: (nb-1, heads-1, rows-1, keys-1).
         const int64_t extent = (nb - 1) * c.stride_b + (c.heads - 1) * c.stride_h +
                                (rows - 1) * c.stride_q + keys;

@@ -289,7 +289,7 @@ void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
   // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
   c.rows = p.bias_stride_q == 0 ? 1 : p.seqlen_q;
   c.keys = p.seqlen_k;
-  c.pitch = ceil_div<int64_t>(c.keys, 8) * 8;
+  c.pitch = flash_fwd_bias_pitch(c.keys);
   const size_t bytes = size_t(c.batches * c.heads * c.rows) * size_t(c.pitch) * kElemBytesOf16Bit;
   c.dst = reinterpret_cast<u16*>(bias_scratch(CudaDriver::get(), device.ordinal, stream, bytes));
   copy_bias_rows(kernel, c, device.sm_count, stream);

@@ -66,8 +66,11 @@ struct FlashFwdBiasRows {
   i64 batches;      // batch, or 1 for a bias broadcast over the batch
   i64 heads;        // heads_q, or 1 for a bias broadcast over heads
   i64 rows;         // seqlen_q, or 1 for a bias broadcast over queries
-  i64 keys, pitch;  // pitch = keys rounded up to 8
+  i64 keys, pitch;  // pitch = flash_fwd_bias_pitch(keys)
 };
+
+// The copy's row pitch: whole 16-byte chunks of 8 keys (it writes every chunk of a row in full).
+EJK_HD i64 flash_fwd_bias_pitch(i64 keys) { return ceil_div(keys, i64(8)) * 8; }
 
 // Work decomposition shared by the runtime and the CPU kernels: one task is one
 // (sequence, q head, block of block_q queries). Tasks past a sequence's end are empty.
