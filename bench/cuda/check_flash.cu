@@ -273,6 +273,7 @@ std::vector<Problem> problems_for(std::mt19937_64& rng) {
   out.push_back(seg);
   Problem unnorm = base();
   unnorm.normalize = false;
+  unnorm.bias_bcast_q = true;  // one bias row for every query (sm90a stages it in 1-row boxes)
   out.push_back(unnorm);
   Problem packed = base();
   packed.varlen = true, packed.batch = 3;

@@ -62,7 +62,7 @@ struct Problem {
   int64_t batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
   int64_t window_left = 0, window_right = 0;
   int64_t num_sinks = 0;
-  bool bias_bcast_b = false, bias_bcast_h = false;
+  bool bias_bcast_b = false, bias_bcast_h = false, bias_bcast_q = false;  // stride 0 there
   // segments: runs of 1..segment_run equal ids; shared_segments (Sq == Sk): q's ids are kv's
   // (then q's padding), as in packed self-attention, so long runs put whole tiles in one segment.
   int segment_run = 40;
@@ -86,9 +86,10 @@ struct Problem {
   }
   int64_t k_begin(int64_t b) const { return varlen ? cu_k[b] : b * seqlen_k; }
   // The bias's row stride: Sk rounded up to a multiple of 8, as every CUDA kernel can read the
-  // bias (16-byte chunks or 4-byte pairs of keys; FlashFwdParams::bias). The runtime copies a
+  // bias (TMA boxes or 4-byte pairs of keys; FlashFwdParams::bias). The runtime copies a
   // caller's bias into such rows where the kernel needs them.
   int64_t bias_pitch() const { return (seqlen_k + 7) / 8 * 8; }
+  int64_t bias_rows() const { return bias_bcast_q ? 1 : seqlen_q; }
   MaskSpec mask() const {
     MaskSpec m;
     m.causal = causal;
@@ -139,7 +140,7 @@ inline HostInputs make_inputs(const Problem& pr, std::mt19937_64& rng) {
   fill(in.v, pr.total_k() * pr.heads_kv * D, 1.f);
   if (pr.bias)
     fill(in.bias, (pr.bias_bcast_b ? 1 : pr.batch) * (pr.bias_bcast_h ? 1 : pr.heads_q) *
-                      pr.seqlen_q * pr.bias_pitch(), 2.f);
+                      pr.bias_rows() * pr.bias_pitch(), 2.f);
   if (pr.segments) {
     // Runs of ids that grow along the sequence, with -1 padding at the end of q rows.
     std::uniform_int_distribution<int> run(1, pr.segment_run);
@@ -187,9 +188,9 @@ inline FlashFwdParams params_for(const Problem& pr, FlashFwdParams p, float scal
   p.o_stride_b = sb_q, p.o_stride_s = Hq * D, p.o_stride_h = D;
   p.lse_stride_b = pr.varlen ? 0 : Hq * pr.seqlen_q;
   p.lse_stride_h = pr.varlen ? pr.total_q() : pr.seqlen_q;
-  p.bias_stride_b = pr.bias_bcast_b ? 0 : (pr.bias_bcast_h ? 1 : Hq) * pr.seqlen_q * pr.bias_pitch();
-  p.bias_stride_h = pr.bias_bcast_h ? 0 : pr.seqlen_q * pr.bias_pitch();
-  p.bias_stride_q = pr.bias_pitch();
+  p.bias_stride_b = pr.bias_bcast_b ? 0 : (pr.bias_bcast_h ? 1 : Hq) * pr.bias_rows() * pr.bias_pitch();
+  p.bias_stride_h = pr.bias_bcast_h ? 0 : pr.bias_rows() * pr.bias_pitch();
+  p.bias_stride_q = pr.bias_bcast_q ? 0 : pr.bias_pitch();
   p.q_seg_stride_b = pr.seqlen_q;
   p.kv_seg_stride_b = pr.seqlen_k;
   p.scale = scale;
@@ -231,8 +232,9 @@ inline Reference reference(const Problem& pr, const HostInputs& in, float scale)
           double s = double(scale) * dot;
           if (pr.bias) {
             const int64_t bb = pr.bias_bcast_b ? 0 : b, bh = pr.bias_bcast_h ? 0 : h;
-            s += elem_to_f32(pr, in.bias[((bb * (pr.bias_bcast_h ? 1 : Hq) + bh) * pr.seqlen_q +
-                                          qi) * pr.bias_pitch() + ki]);
+            const int64_t bq = pr.bias_bcast_q ? 0 : qi;
+            s += elem_to_f32(pr, in.bias[((bb * (pr.bias_bcast_h ? 1 : Hq) + bh) * pr.bias_rows() +
+                                          bq) * pr.bias_pitch() + ki]);
           }
           if (pr.softcap) s = pr.cap * std::tanh(s / pr.cap);
           logit[ki] = s;

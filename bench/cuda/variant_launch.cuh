@@ -156,10 +156,11 @@ inline Prepared prepare(const Variant& v, const ejk::FlashFwdParams& p) {
     r.grid = dim3(unsigned(g.grid_x(p)), unsigned(g.grid_y(p)), unsigned(g.grid_z(p)));
     return r;
   }
-  const ejk::cuda::FlashFwdSm90Geometry g{v.head_dim, v.block_q, v.block_k, v.stages, v.schedule};
+  const ejk::cuda::FlashFwdSm90Geometry g{v.head_dim, v.block_q,    v.block_k,     v.stages,
+                                          v.schedule, v.q_operand, v.flags.bias};
   r.grid = dim3(unsigned(g.blocks(p, sm_count())));
   using ejk::cuda::FlashTensor;
-  for (FlashTensor t : ejk::cuda::kFlashTensors) {
+  for (FlashTensor t : ejk::cuda::flash_fwd_tensors(p, g.bias_staged())) {
     const ejk::cuda::TmaTensorView tv = ejk::cuda::flash_fwd_tma_view(p, t, g);
     const unsigned ones[4] = {1, 1, 1, 1};
     // uint16 (the copy moves bits), no interleave, 128-byte swizzle, 256-byte L2 promotion,

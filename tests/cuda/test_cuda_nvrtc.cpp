@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "cuda/cuda_backend.h"
 #include "cuda_test_support.h"
@@ -454,7 +455,9 @@ TEST_CASE("sm90a bias keys stage the bias in shared memory where it fits", "[cud
     const cuda::FlashFwdLaunchFacts bias = cuda::flash_fwd_launch_facts(true, d, bq, bk, false, true);
     CHECK_FALSE(plain.bias_chunks);
     CHECK(bias.bias_chunks);
-    CHECK(bias.smem_bytes == plain.smem_bytes + 128 + bq * bk * 2);
+    // The boxes start 1 KiB past the barriers, 848 bytes past the item record (the warps' bias
+    // barriers sit in that gap).
+    CHECK(bias.smem_bytes == plain.smem_bytes + 848 + bq * bk * 2);
     CHECK(bias.smem_bytes <= cuda::kMaxSmemSm90);
   }
   // head_dim 256: no room; the kernel reads pairs from global memory, the launch is unchanged.
@@ -463,6 +466,36 @@ TEST_CASE("sm90a bias keys stage the bias in shared memory where it fits", "[cud
   CHECK(d256.smem_bytes == cuda::flash_fwd_launch_facts(true, 256, 128, 80).smem_bytes);
   // sm80 keys read pairs.
   CHECK_FALSE(cuda::flash_fwd_launch_facts(false, 128, 128, 64, false, true).bias_chunks);
+}
+
+TEST_CASE("a staged bias's tensor map drops broadcast axes and boxes one warp's rows", "[cuda]") {
+  FlashFwdParams p{};
+  p.bias = reinterpret_cast<void*>(uintptr_t(0x600000));
+  p.batch = 3, p.heads_q = 5, p.seqlen_q = 700, p.seqlen_k = 777;
+  p.bias_stride_q = 784, p.bias_stride_h = 700 * 784, p.bias_stride_b = 5 * 700 * 784;
+  using cuda::FlashTensor;
+  const cuda::FlashFwdSm90Geometry g{128, 128, 128};
+  SECTION("a full bias: every axis, 16-row boxes, byte strides") {
+    const cuda::TmaTensorView v = cuda::flash_fwd_tma_view(p, FlashTensor::bias, g);
+    CHECK(v.base == p.bias);
+    CHECK(std::vector<u64>(v.dims, v.dims + 4) == std::vector<u64>{777, 700, 5, 3});
+    CHECK(std::vector<u64>(v.strides, v.strides + 3) ==
+          std::vector<u64>{2 * 784, 2 * 700 * 784, 2 * 5 * 700 * 784});
+    CHECK(std::vector<u32>(v.box, v.box + 4) == std::vector<u32>{64, 16, 1, 1});
+  }
+  SECTION("broadcast rows, heads and batch: size 1, a legal stride, 1-row boxes") {
+    p.bias_stride_q = p.bias_stride_h = p.bias_stride_b = 0;
+    const cuda::TmaTensorView v = cuda::flash_fwd_tma_view(p, FlashTensor::bias, g);
+    CHECK(std::vector<u64>(v.dims, v.dims + 4) == std::vector<u64>{777, 1, 1, 1});
+    CHECK(std::vector<u64>(v.strides, v.strides + 3) == std::vector<u64>{16, 16, 16});
+    CHECK(std::vector<u32>(v.box, v.box + 4) == std::vector<u32>{64, 1, 1, 1});
+  }
+  SECTION("the bias map is encoded only for a key that stages it, with a bias") {
+    CHECK(cuda::flash_fwd_tensors(p, true).size == 5);
+    CHECK(cuda::flash_fwd_tensors(p, false).size == 4);
+    p.bias = nullptr;
+    CHECK(cuda::flash_fwd_tensors(p, true).size == 4);
+  }
 }
 
 }  // namespace

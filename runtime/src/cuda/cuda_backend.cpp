@@ -205,12 +205,13 @@ void require_chunked(const void* ptr, std::initializer_list<int64_t> strides, co
                           "multiples of 8 elements");
 }
 
-// The q, k, v and out tensor maps of the sm90a family (flash_fwd_tma_view says what each covers).
+// The q, k, v and out tensor maps of the sm90a family, and the bias's for a key that stages it
+// (flash_fwd_tma_view says what each covers).
 FlashFwdTensorMaps encode_tensor_maps(const CudaDriver& d, const FlashFwdParams& p,
                                       const LaunchShape& shape) {
   const FlashFwdSm90Geometry g{shape.head_dim, shape.block_q, shape.block_k};
   FlashFwdTensorMaps maps{};
-  for (FlashTensor t : kFlashTensors) {
+  for (FlashTensor t : flash_fwd_tensors(p, shape.bias_chunks)) {
     const TmaTensorView v = flash_fwd_tma_view(p, t, g);
     const char* name = flash_tensor_name(t);
     // The copy engine's limits, and the kernel's 32-bit row coordinates.
@@ -274,7 +275,7 @@ CUdeviceptr bias_scratch(const CudaDriver& d, int ordinal, CUstream stream, size
 
 // Where the kernel cannot read p's bias [B|1, Hq|1, rows, keys] as it is (bias_reads_in_place),
 // copies it with the key's own copy kernel into rows whose pitch is a multiple of 8 elements
-// (what both the 16-byte chunks and the 4-byte pairs read in place) in the stream's scratch, and
+// (what both the TMA boxes and the 4-byte pairs read in place) in the stream's scratch, and
 // points p there.
 void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
                 const DeviceInfo& device, CUstream stream) {
@@ -325,8 +326,9 @@ void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, in
 
 bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {
   if (p.bias == nullptr) return true;
-  const int64_t unit = chunks ? 8 : 2;  // elements per aligned read (a power of 2)
-  // Chunks read no key past the sequence's (the copy's source size); a pair reads key len_k
+  // Elements per aligned unit (a power of 2): the TMA's 16 bytes, or a pair of keys.
+  const int64_t unit = chunks ? 8 : 2;
+  // The TMA reads no key past the map's Sk (the copy's source size); a pair reads key len_k
   // beside key len_k - 1, which an even extent holds.
   const int64_t extent = chunks ? 0 : p.seqlen_k;
   return reinterpret_cast<uintptr_t>(p.bias) % uintptr_t(2 * unit) == 0 &&
@@ -349,9 +351,10 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   const CudaDriver& d = CudaDriver::get();
   // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__): one
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
-  FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, p, shape) : FlashFwdTensorMaps{};
   FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
   align_bias(kernel, params, shape.bias_chunks, device, stream);
+  // After align_bias: a staged bias's map covers the rows the kernel reads.
+  FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, params, shape) : FlashFwdTensorMaps{};
   if (shape.tma && params.tile_counter == nullptr)
     params.tile_counter = tile_counter(d, device.ordinal, stream);
   auto launch = [&](FlashFwdParams copy, unsigned grid_y, unsigned grid_z) {

@@ -77,7 +77,8 @@ struct LaunchShape {
   // launch; a larger problem runs as several launches, each over a slice of at most grid[1]
   // heads (a multiple of the GQA group) and grid[2] sequences (flash_fwd_slice).
   int64_t heads_q = 0, sequences = 0;
-  // The kernel reads its bias in 16-byte chunks (else 4-byte pairs): bias_reads_in_place.
+  // The kernel stages its bias by TMA (its own map; else it reads 4-byte pairs):
+  // bias_reads_in_place.
   bool bias_chunks = false;
   int64_t launches() const;
 };
@@ -111,8 +112,8 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
 void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
                     CUstream stream = nullptr);
 
-// True when a kernel can read p's bias as it is (FlashFwdParams::bias). In 16-byte chunks
-// (`chunks`): a 16-byte aligned base and strides that are multiples of 8; as 4-byte pairs: a
+// True when a kernel can read p's bias as it is (FlashFwdParams::bias). By TMA (`chunks`, 16
+// bytes the unit): a 16-byte aligned base and strides that are multiples of 8; as 4-byte pairs: a
 // 4-byte aligned base, even strides and an even key extent. No bias: true.
 bool bias_reads_in_place(const FlashFwdParams& p, bool chunks);
 

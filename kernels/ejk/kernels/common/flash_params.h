@@ -15,11 +15,11 @@ struct FlashFwdParams {
   void* out;        // [B, Sq, Hq, D]
   float* lse;       // [B, Hq, Sq] float32; varlen: [1, Hq, total_q]
 
-  // [B|1, Hq|1, Sq, Sk] (bias variants), stride 0 broadcasts. The CUDA kernels read it in
-  // 16-byte chunks of 8 keys (sm90a keys that stage it in shared memory: a 16-byte aligned base
-  // and strides that are multiples of 8) or as 4-byte pairs of keys (the others: a 4-byte
-  // aligned base, even strides and an even Sk); the backend copies any other bias into such
-  // rows first (FlashFwdLaunchFacts::bias_chunks says which a key takes).
+  // [B|1, Hq|1, Sq|1, Sk] (bias variants), stride 0 broadcasts. The CUDA kernels read it by TMA
+  // boxes (sm90a keys that stage it in shared memory: a 16-byte aligned base and strides that
+  // are multiples of 8) or as 4-byte pairs of keys (the others: a 4-byte aligned base, even
+  // strides and an even Sk); the backend copies any other bias into such rows first
+  // (FlashFwdLaunchFacts::bias_chunks says which a key takes).
   const void* bias;
   const i32* q_segment_ids;    // [B, Sq] or null
   const i32* kv_segment_ids;   // [B, Sk] or null (both or neither)

@@ -102,10 +102,13 @@ struct FlashFwdSm90Config {
   // scale * log2(e) is folded into one FFMA per score (softmax_deferred).
   static constexpr bool kFoldScale = !F.bias && !F.softcap;
   static constexpr bool kRollSinkLoops = true;  // for_each_sink
-  // Each consumer warp copies the bias of its rows into shared memory a tile ahead
+  // Each consumer warp has the bias of its rows copied into shared memory a tile ahead
   // (sm90_stage_bias) where that fits (kGeometry.bias_staged); the others read global memory.
   static constexpr bool kBiasStaged = kGeometry.bias_staged();
   static constexpr int kBiasRowBytes = int(kGeometry.bias_row_bytes());
+  static constexpr int kBiasBoxes = int(kGeometry.bias_boxes());  // per tile and warp
+  static_assert(!kBiasStaged || (kQBytes + kOBytes + 2 * kStages * kKVBytes) % 1024 == 0,
+                "flash_fwd sm90: the barriers (and the staged bias boxes after them) 1 KiB aligned");
 };
 
 // Writes one consumer warpgroup's 64 finished rows through shared memory: fragments -> the
@@ -190,6 +193,7 @@ struct Sm90Cursor {
   u32 kv = 0;       // K/V tiles consumed so far
   u32 q_loads = 0;  // Q tiles consumed so far
   u32 records = 0;  // item records read so far
+  u32 bias = 0;     // C::kBiasStaged: bias tiles this warp has waited for (its barrier's phases)
 };
 
 // A K/V tile a consumer warpgroup takes no part in (the `kv`-th of the block's stream): waited
@@ -256,12 +260,19 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   const u32 sQ_wg = sm.q + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
   const SeqSpan& seq = blk.seq;
   TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
-  // C::kBiasStaged: the warp's 16 rows of staged bias, filled a tile ahead of their use.
+  // C::kBiasStaged: the warp's boxes of staged bias (16 rows), filled a tile ahead of their
+  // use, and their barrier.
   const u32 bias_rows = C::kBiasStaged ? sm.bias_rows() + warp * 16 * C::kBiasRowBytes : 0;
-  if constexpr (C::kBiasStaged)
+  const u32 bias_bar = C::kBiasStaged ? sm.bias_full(warp) : 0;
+  Sm90BiasSource bias_src{};
+  if constexpr (C::kBiasStaged) {
+    bias_src = sm90_bias_source<C>(p, seq, blk.h, i64(blk.q0) + warp_row0);
+    const int r = p.bias_stride_q == 0 ? 0 : lane >> 2;  // broadcast rows: row 0 for all
     ctx.bias_smem = reinterpret_cast<const u32*>(smem + (bias_rows - sm.q)) +
-                    (lane >> 2) * (C::kBiasRowBytes / 4) + (lane & 3);
-  const i64 bias_row0 = i64(blk.q0) + warp_row0;
+                    r * int(FlashFwdSm90Geometry::kTmaBoxCols / 2) + (lane & 3);
+    ctx.bias_half = p.bias_stride_q == 0 ? 0 : 8 * int(FlashFwdSm90Geometry::kTmaBoxCols / 2);
+    ctx.bias_swizzle = r;
+  }
   // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
   // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
   // Folded logits stay raw dot products (masked ones -inf) until the exponent.
@@ -302,15 +313,12 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   };
   auto to_log2 = [&](int t) {
     const i64 k0 = i64(blk.keys.tile_begin + t) * C::kBlockK;
-    if constexpr (C::kBiasStaged) {
-      cp_async_wait<0>();  // this lane's copies of tile t's bias
-      __syncwarp();        // and the other lanes'
-    }
+    if constexpr (C::kBiasStaged) mbar_wait(bias_bar, cur.bias++ & 1);  // tile t's bias
     if (!fold) logits_to_log2<C, false>(s, p, ctx, seq, k0, lane);  // folded: raw logits
     if constexpr (C::kBiasStaged) {
       __syncwarp();  // every lane has read tile t's bias before the copies of t + 1 overwrite it
       if (t + 1 < tiles_w)
-        sm90_stage_bias<C>(p, ctx, seq, bias_row0, k0 + C::kBlockK, bias_rows, lane);
+        sm90_stage_bias<C>(maps, bias_src, bias_rows, bias_bar, k0 + C::kBlockK, lane);
     }
     if (tile_needs_mask<C>(blk.mask, blk.q0, k0, seq.len_k))
       mask_logits<C>(s, ctx, blk.mask, seq, k0, lane);
@@ -331,8 +339,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   } else {
     if constexpr (C::kBiasStaged)  // tile 0's bias, while Q and K(0) are waited for
       if (tiles_w > 0)
-        sm90_stage_bias<C>(p, ctx, seq, bias_row0, i64(blk.keys.tile_begin) * C::kBlockK,
-                           bias_rows, lane);
+        sm90_stage_bias<C>(maps, bias_src, bias_rows, bias_bar,
+                           i64(blk.keys.tile_begin) * C::kBlockK, lane);
     mbar_wait(sm.q_full(), cur.q_loads & 1);
     // Q in registers: the tile goes back to the producer once S(0) has read the fragments
     // (below), and the next item's Q may land while this one runs.
@@ -486,6 +494,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const FlashFwdParams& p,
       mbar_init(sm.k_empty(st), 4 * C::kConsumers);
       mbar_init(sm.v_empty(st), 4 * C::kConsumers);
     }
+    if constexpr (C::kBiasStaged)  // one per consumer warp: its lane 0's arrival and the bytes
+      for (int w = 0; w < 4 * C::kConsumers; ++w) mbar_init(sm.bias_full(w), 1);
     fence_mbarrier_init();  // the TMA unit (async proxy) completes transactions on them
   }
   __syncthreads();

@@ -33,12 +33,14 @@ template <class C> struct Sm90Smem {
   // consumers' reads), ahead of the item's Q: the consumers set up while Q is in flight.
   __device__ __forceinline__ u32 record_full() const { return bars + 8 * (2 + 4 * C::kStages); }
   __device__ __forceinline__ u32 record() const { return record_full() + 16; }
-  // The consumer warps' staged bias rows (C::kBiasStaged), after the geometry's barrier and
-  // record bytes, 128-byte aligned.
+  // C::kBiasStaged: consumer warp w's bias barrier, after the item record, and the warps' staged
+  // bias boxes, kBiasRegionOffset past the barriers (FlashFwdSm90Geometry::bias_stage_bytes).
+  __device__ __forceinline__ u32 bias_full(int w) const {
+    return bars + u32(FlashFwdSm90Geometry::kBarrierBytes + FlashFwdSm90Geometry::kItemRecordBytes) +
+           8 * w;
+  }
   __device__ __forceinline__ u32 bias_rows() const {
-    constexpr u32 a = u32(FlashFwdSm90Geometry::kBiasAlign);
-    return (bars + u32(FlashFwdSm90Geometry::kBarrierBytes + FlashFwdSm90Geometry::kItemRecordBytes) +
-            a - 1) & ~(a - 1);
+    return bars + u32(FlashFwdSm90Geometry::kBiasRegionOffset);
   }
 };
 

@@ -67,28 +67,41 @@ template <int N> __device__ __forceinline__ void zero(float (&x)[1][N][4]) {
     for (int i = 0; i < 4; ++i) x[0][t][i] = 0.f;
 }
 
-// A consumer warp's copy of the bias of its 16 rows (row0 .. row0 + 15 of the sequence) at keys
-// k0 .. k0 + block_k - 1 into its rows of shared memory at `rows` (C::kBiasStaged): 16-byte
-// cp.async chunks of 8 keys, one group, waited for a tile later. Chunk j of row r goes to the
-// row's 16-byte slot (j & ~7) | ((j ^ r) & 7): logits_to_log2's 4-byte reads (word lane % 4 of
-// chunk nt in rows lane / 4 and lane / 4 + 8) then hit 32 distinct banks. Rows past len_q copy
-// row len_q - 1 (their logits are never stored); a chunk reads no key at or past len_k (the
-// rest of it is zero-filled: those keys are masked).
+// Where a consumer warp's staged bias comes from (C::kBiasStaged): its rows' box coordinates
+// in the bias map (flash_fwd_bias_view: row, head, sequence; 0 on a broadcast axis) and the
+// bytes one tile's boxes count on the warp's barrier.
+struct Sm90BiasSource {
+  int row, head, seq;
+  u32 bytes;
+};
+
 template <class C>
-__device__ __forceinline__ void sm90_stage_bias(const FlashFwdParams& p, const TileContext<C>& c,
-                                                const SeqSpan& seq, i64 row0, i64 k0, u32 rows,
-                                                int lane) {
-  constexpr int kChunks = C::kBlockK / 8;  // per row; block_k is a multiple of 16
+__device__ __forceinline__ Sm90BiasSource sm90_bias_source(const FlashFwdParams& p,
+                                                           const SeqSpan& seq, i64 h, i64 row0) {
+  const bool rows_bcast = p.bias_stride_q == 0;  // 1-row boxes
+  constexpr u32 kBox = u32(FlashFwdSm90Geometry::kBiasBoxBytes);
+  return {rows_bcast ? 0 : int(row0), p.bias_stride_h != 0 ? int(h) : 0,
+          p.bias_stride_b != 0 ? int(seq.index) : 0,
+          u32(C::kBiasBoxes) * (rows_bcast ? kBox / u32(FlashFwdSm90Geometry::kBiasBoxRows) : kBox)};
+}
+
+// A consumer warp's bias of its 16 rows at keys k0 .. k0 + block_k - 1 into its boxes at `rows`
+// (C::kBiasStaged): lane 0 issues one TMA copy per 64 keys, completing on the warp's barrier
+// `bar`; the warp waits there a tile later. Keys past the tensor arrive as zeros (those past
+// len_k are masked); rows past the sequence's are never stored. Each tile's bias is read once:
+// evicted from L2 first.
+template <class C>
+__device__ __forceinline__ void sm90_stage_bias(const FlashFwdTensorMaps& maps,
+                                                const Sm90BiasSource& src, u32 rows, u32 bar,
+                                                i64 k0, int lane) {
+  if (lane != 0) return;
+  mbar_arrive_expect_tx(bar, src.bytes);
+  const u64 policy = l2_evict_first_policy();
 #pragma unroll
-  for (int i = 0; i < 16 * kChunks / 32; ++i) {
-    const int idx = lane + 32 * i, r = idx / kChunks, j = idx % kChunks;
-    const i64 key = k0 + 8 * j;
-    const int bytes = 2 * int(max_of<i64>(min_of<i64>(seq.len_k - key, 8), 0));
-    const u16* src = c.bias + min_of<i64>(row0 + r, seq.len_q - 1) * p.bias_stride_q +
-                     (bytes > 0 ? key : 0);
-    cp_async_16_part(rows + r * C::kBiasRowBytes + (((j & ~7) | ((j ^ r) & 7)) << 4), src, bytes);
-  }
-  cp_async_commit();
+  for (int c = 0; c < C::kBiasBoxes; ++c)
+    tma_load_4d_hint(rows + c * u32(FlashFwdSm90Geometry::kBiasBoxBytes), &maps.bias, bar,
+                     int(k0) + c * int(FlashFwdSm90Geometry::kTmaBoxCols), src.row, src.head,
+                     src.seq, policy);
 }
 
 // P (probabilities in S fragments) packed to the 16-bit A fragments of the P V wgmmas.

@@ -47,7 +47,6 @@ struct FlashFwdSm80Config {
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
   static constexpr bool kRollSinkLoops = false;  // for_each_sink
   static constexpr bool kBiasStaged = false;      // the bias from global memory (pairs)
-  static constexpr int kBiasRowBytes = 0;
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -103,8 +102,11 @@ template <class C> struct TileContext {
   i32 q_seg[C::kMTiles][2];  // its segment id (kSegments only; -1 past the sequence end)
   const i32* kv_seg;         // this sequence's kv segment ids, or null (always without kSegments)
   const u16* bias;           // bias of (sequence, head), row 0 (bias variants)
-  // C::kBiasStaged: word lane % 4 of row lane / 4 in the warp's staged bias rows (shared memory)
+  // C::kBiasStaged: word lane % 4 of the lane's first row in the warp's staged bias boxes
+  // (shared memory); its second row bias_half words on; the row's 128-byte swizzle (row % 8).
+  // A bias broadcast over its rows has one row: bias_half and bias_swizzle 0.
   const u32* bias_smem;
+  int bias_half, bias_swizzle;
   float scale_log2;          // scale * log2(e): plain variants go to log2 units in one multiply
   float inv_cap;
 };
@@ -130,6 +132,7 @@ __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, 
                           h * p.bias_stride_h
                     : nullptr;
   c.bias_smem = nullptr;  // set by the kernels that stage the bias
+  c.bias_half = c.bias_swizzle = 0;
   c.scale_log2 = p.scale * kLog2e;
   c.inv_cap = C::kSoftcap ? 1.f / p.softcap : 0.f;
   return c;
@@ -160,7 +163,9 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
 // lane reads no pair past the one of key len_k - 1 (k0 < len_k for every visited tile), whose
 // second key is at most key len_k, inside the even key extent. The logits of rows past len_q are
 // never stored. Kernels that stage the bias (C::kBiasStaged: sm90a, where shared memory allows)
-// read the same pairs from the warp's rows in shared memory (sm90_stage_bias), conflict-free.
+// read the same pairs from the warp's TMA boxes in shared memory (sm90_stage_bias): chunk nt
+// (16 bytes) of row r at box nt / 8, row r, 16-byte slot (nt % 8) ^ (r % 8) (the 128-byte
+// swizzle); the lanes' rows r = lane / 4 then put a warp's 4-byte reads in 32 distinct banks.
 template <class C, bool kLog2 = true>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
@@ -170,7 +175,7 @@ __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles
   // tile's last). A predicate per load, not a clamped index: clamped indices cost an address
   // per load and spilled at three consumers.
   const int words_left = (int(min_of<i64>(seq.len_k - 1 - k0, C::kBlockK - 1)) >> 1) - (lane & 3);
-  const int swizzle = lane >> 2;  // C::kBiasStaged: rows lane / 4 and lane / 4 + 8, mod 8
+  constexpr int kBoxWords = int(FlashFwdSm90Geometry::kBiasBoxBytes / 4);
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
@@ -189,8 +194,8 @@ __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles
       for (int nt = 0; nt < C::kNTiles; ++nt) {
         u32 pair = 0;  // keys past len_k: masked to -inf whatever their bias
         if constexpr (C::kBiasStaged)  // chunk nt's slot (sm90_stage_bias)
-          pair = c.bias_smem[half * 2 * C::kBiasRowBytes + (nt & ~7) * 4 +
-                             (((nt & 7) ^ swizzle) << 2)];
+          pair = c.bias_smem[half * c.bias_half + (nt >> 3) * kBoxWords +
+                             (((nt & 7) ^ c.bias_swizzle) << 2)];
         else if (C::kBias && nt * 4 <= words_left)
           pair = bias_words[nt * 4];
 #pragma unroll

@@ -126,17 +126,27 @@ struct FlashFwdSm90Geometry {
       if (smem_bytes_for(s) <= kMaxSmemSm90) return s;
     return 2;
   }
-  // A bias key's consumer warps copy each tile's bias of their 16 rows into shared memory one
-  // tile ahead (cp.async) and read it from there: 4-byte global loads per pair of keys in the
-  // fragment layout touched 8 rows' cache lines per load and left the bias kernels at 1.4 TB/s
-  // (NOTES.md session 23). Rows of whole 128-byte lines (the reads' swizzle works in 8 chunks
-  // of 16 bytes), 128 bytes of alignment slack. Only where it fits beside everything else,
-  // which it does not change; elsewhere the kernels read the bias from global memory.
-  static constexpr i64 kBiasAlign = 128;
-  constexpr i64 bias_row_bytes() const {
-    return ceil_div(kElemBytes * block_k, kBiasAlign) * kBiasAlign;
+  // A bias key's consumer warps stage each tile's bias of their 16 rows in shared memory one
+  // tile ahead and read it from there: 4-byte global loads per pair of keys in the fragment
+  // layout touched 8 rows' cache lines per load and left the bias kernels at 1.4 TB/s (NOTES.md
+  // session 23). One lane of each warp copies them with the TMA (boxes of 64 keys x 16 rows,
+  // the 128-byte swizzle, the warp's own mbarrier; sm90_stage_bias): per-lane cp.async chunks
+  // put ~100 instructions of addressing per tile on the softmax's path (session 24). A warp's
+  // rows are whole boxes (kBiasBoxBytes each, 1024-byte aligned): the region starts 1 KiB past
+  // the barriers (themselves 1 KiB aligned: every tile is a multiple of 1 KiB), and the warps'
+  // bias barriers sit in that gap. Only where it fits beside everything else, which it does not
+  // change; elsewhere the kernels read the bias from global memory.
+  static constexpr i64 kBiasBoxRows = 16;  // one consumer warp's rows
+  static constexpr i64 kBiasBoxBytes = kBiasBoxRows * kTmaBoxCols * kElemBytes;
+  static constexpr i64 kBiasRegionOffset = 1024;  // from the barriers
+  static_assert(kBarrierBytes + kItemRecordBytes + 8 * 12 <= kBiasRegionOffset,
+                "flash_fwd sm90: the bias barriers of 12 consumer warps fit before the region");
+  constexpr i64 bias_boxes() const { return ceil_div(block_k, kTmaBoxCols); }
+  // Bytes per row of a warp's staged tile: its boxes' 128-byte rows.
+  constexpr i64 bias_row_bytes() const { return bias_boxes() * kTmaBoxCols * kElemBytes; }
+  constexpr i64 bias_stage_bytes() const {
+    return kBiasRegionOffset - kBarrierBytes - kItemRecordBytes + block_q * bias_row_bytes();
   }
-  constexpr i64 bias_stage_bytes() const { return kBiasAlign + block_q * bias_row_bytes(); }
   constexpr bool bias_staged() const {
     return bias && smem_bytes_for(stages()) + bias_stage_bytes() <= kMaxSmemSm90;
   }
@@ -227,6 +237,7 @@ static_assert(sizeof(TmaDescriptor) == 128, "CUtensorMap is 128 bytes");
 // sm80 family ignores it and gets zeros).
 struct FlashFwdTensorMaps {
   TmaDescriptor q, k, v, o;
+  TmaDescriptor bias;  // keys that stage their bias (FlashFwdSm90Geometry::bias_staged); else zeros
 };
 
 // What the host encodes for one of q / k / v: a 4-D view (head_dim, rows, heads, batch) of the
@@ -242,19 +253,69 @@ struct TmaTensorView {
 };
 
 // O is stored through its map (64-row boxes: one consumer warpgroup's rows); dense rows past
-// the sequence are outside the map and not written, varlen tails are stored without it.
-enum class FlashTensor : int { q = 0, k = 1, v = 2, o = 3 };
-inline constexpr FlashTensor kFlashTensors[] = {FlashTensor::q, FlashTensor::k, FlashTensor::v,
-                                                FlashTensor::o};
+// the sequence are outside the map and not written, varlen tails are stored without it. The
+// bias has a map only for the keys that stage it (flash_fwd_tensors).
+enum class FlashTensor : int { q = 0, k = 1, v = 2, o = 3, bias = 4 };
 inline constexpr const char* flash_tensor_name(FlashTensor t) {
-  return t == FlashTensor::q ? "q" : t == FlashTensor::k ? "k" : t == FlashTensor::v ? "v" : "out";
+  return t == FlashTensor::q   ? "q"
+         : t == FlashTensor::k ? "k"
+         : t == FlashTensor::v ? "v"
+         : t == FlashTensor::o ? "out"
+                               : "bias";
 }
 inline TmaDescriptor& tensor_map(FlashFwdTensorMaps& maps, FlashTensor t) {
-  return t == FlashTensor::q ? maps.q : t == FlashTensor::k ? maps.k : t == FlashTensor::v ? maps.v : maps.o;
+  return t == FlashTensor::q   ? maps.q
+         : t == FlashTensor::k ? maps.k
+         : t == FlashTensor::v ? maps.v
+         : t == FlashTensor::o ? maps.o
+                               : maps.bias;
+}
+
+// The tensors a launch of a wgmma key encodes maps for: q, k, v, out, and the bias where the
+// key stages one (FlashFwdLaunchFacts::bias_chunks) and the launch passes it.
+struct FlashTensorList {
+  FlashTensor items[5];
+  int size;
+  constexpr const FlashTensor* begin() const { return items; }
+  constexpr const FlashTensor* end() const { return items + size; }
+};
+inline FlashTensorList flash_fwd_tensors(const FlashFwdParams& p, bool bias_staged) {
+  const bool bias = bias_staged && p.bias != nullptr;
+  return {{FlashTensor::q, FlashTensor::k, FlashTensor::v, FlashTensor::o, FlashTensor::bias},
+          bias ? 5 : 4};
+}
+
+// The staged bias [B|1, Hq|1, Sq|1, Sk] as the kernels index it (varlen: by sequence, with the
+// longest one's rows and keys), in boxes of 64 keys x one consumer warp's 16 rows. A broadcast
+// axis (stride 0) has size 1 in the map and the kernels ask for coordinate 0 there; a bias
+// broadcast over its rows comes in 1-row boxes. Keys and rows past the tensor arrive as zeros.
+inline TmaTensorView flash_fwd_bias_view(const FlashFwdParams& p) {
+  const bool rows_bcast = p.bias_stride_q == 0;
+  const i64 rows = rows_bcast ? 1 : p.seqlen_q;
+  const i64 heads = p.bias_stride_h != 0 ? p.heads_q : 1;
+  const i64 batch = p.bias_stride_b != 0 ? p.batch : 1;
+  // A stride of a size-1 axis is never followed: 8 elements (16 bytes, the smallest legal
+  // stride) stand in for the 0 of a broadcast one.
+  auto legal = [](i64 stride, i64 size) { return size == 1 ? i64(8) : stride; };
+  TmaTensorView v{};
+  v.base = p.bias;
+  v.dims[0] = u64(p.seqlen_k);
+  v.dims[1] = u64(rows);
+  v.dims[2] = u64(heads);
+  v.dims[3] = u64(batch);
+  v.strides[0] = u64(legal(p.bias_stride_q, rows) * kElemBytesOf16Bit);
+  v.strides[1] = u64(legal(p.bias_stride_h, heads) * kElemBytesOf16Bit);
+  v.strides[2] = u64(legal(p.bias_stride_b, batch) * kElemBytesOf16Bit);
+  v.box[0] = u32(FlashFwdSm90Geometry::kTmaBoxCols);
+  v.box[1] = u32(rows_bcast ? 1 : FlashFwdSm90Geometry::kBiasBoxRows);
+  v.box[2] = 1;
+  v.box[3] = 1;
+  return v;
 }
 
 inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor which,
                                         const FlashFwdSm90Geometry& g) {
+  if (which == FlashTensor::bias) return flash_fwd_bias_view(p);
   const bool varlen = p.cu_seqlens_q != nullptr;
   const bool q_rows = which == FlashTensor::q || which == FlashTensor::o;
   const i64 rows = varlen ? (q_rows ? p.total_q : p.total_k) : (q_rows ? p.seqlen_q : p.seqlen_k);
@@ -301,7 +362,7 @@ struct FlashFwdLaunchFacts {
   bool valid;       // false: no family can build this tile shape
   i64 threads;
   i64 smem_bytes;   // dynamic shared memory
-  bool bias_chunks;  // the kernel copies its bias in 16-byte chunks (FlashFwdParams::bias)
+  bool bias_chunks;  // the kernel stages its bias by TMA: 16-byte aligned rows (FlashFwdParams::bias)
 };
 
 constexpr FlashFwdLaunchFacts flash_fwd_launch_facts(bool sm90a, i64 head_dim, i64 block_q,

@@ -39,16 +39,11 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte global -> shared copies that bypass L1. cp_async_16_part reads the chunk's first
-// src_bytes (0..16) and zero-fills the rest (a bias row's last chunk reads no key past its
-// sequence); cp_async_16 reads all of it or (valid false: rows past the sequence end) nothing,
-// so no garbage (possibly NaN) enters the matrix products.
-__device__ __forceinline__ void cp_async_16_part(u32 dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
+// 16-byte global -> shared copies that bypass L1: all of the chunk or (valid false: rows past
+// the sequence end) nothing, zero-filled, so no garbage (possibly NaN) enters the matrix products.
 __device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
-  cp_async_16_part(dst, src, valid ? 16 : 0);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups are still in flight.
@@ -186,6 +181,24 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const void* map, u32 bar, i
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// An L2 policy for data read once (a bias): evicted first, so that the K/V tiles other blocks
+// still read stay in L2 (the staged bias rows: 0.97-1.00x of the plain policy's rate at d64
+// 192 x 128 causal 16k became 1.08x main's, bench/cuda/NOTES.md session 25).
+__device__ __forceinline__ u64 l2_evict_first_policy() {
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// tma_load_4d with an L2 cache policy (l2_evict_first_policy).
+__device__ __forceinline__ void tma_load_4d_hint(u32 dst, const void* map, u32 bar, int c0, int c1,
+                                                 int c2, int c3, u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
       : "memory");
 }
 
