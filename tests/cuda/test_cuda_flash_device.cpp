@@ -179,6 +179,9 @@ TEST_CASE("CUDA flash forward matches the float64 reference on random problems",
     pr.segments = i % 4 == 1;
     key.set_flag("segments", pr.segments);  // as the runtime keys it: the flag iff ids are given
     pr.normalize = i % 3 != 2;
+    // Biases broadcast over heads or over query rows (stride 0; sm90a stages the latter in
+    // 1-row boxes).
+    pr.bias_bcast_h = i % 2 == 0, pr.bias_bcast_q = i % 3 == 0;
     if (i % 4 == 3) {  // packed sequences
       pr.varlen = true, pr.batch = 3, pr.bias_bcast_b = true;
       pr.cu_q = {0}, pr.cu_k = {0};
