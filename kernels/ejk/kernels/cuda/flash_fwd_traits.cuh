@@ -271,6 +271,21 @@ inline TmaDescriptor& tensor_map(FlashFwdTensorMaps& maps, FlashTensor t) {
                                : maps.bias;
 }
 
+// A view of 16-bit elements: dims innermost first, the element strides of axes 1..3, boxes of
+// kTmaBoxCols columns x box_rows.
+inline TmaTensorView tma_view_16bit(const void* base, const i64 (&dims)[4], const i64 (&strides)[3],
+                                    i64 box_rows) {
+  TmaTensorView v{};
+  v.base = base;
+  for (int i = 0; i < 4; ++i) v.dims[i] = u64(dims[i]);
+  for (int i = 0; i < 3; ++i) v.strides[i] = u64(strides[i] * kElemBytesOf16Bit);
+  v.box[0] = u32(FlashFwdSm90Geometry::kTmaBoxCols);
+  v.box[1] = u32(box_rows);
+  v.box[2] = 1;
+  v.box[3] = 1;
+  return v;
+}
+
 // The tensors a launch of a wgmma key encodes maps for: q, k, v, out, and the bias where the
 // key stages one (FlashFwdLaunchFacts::bias_chunks) and the launch passes it.
 struct FlashTensorList {
@@ -297,20 +312,10 @@ inline TmaTensorView flash_fwd_bias_view(const FlashFwdParams& p) {
   // A stride of a size-1 axis is never followed: 8 elements (16 bytes, the smallest legal
   // stride) stand in for the 0 of a broadcast one.
   auto legal = [](i64 stride, i64 size) { return size == 1 ? i64(8) : stride; };
-  TmaTensorView v{};
-  v.base = p.bias;
-  v.dims[0] = u64(p.seqlen_k);
-  v.dims[1] = u64(rows);
-  v.dims[2] = u64(heads);
-  v.dims[3] = u64(batch);
-  v.strides[0] = u64(legal(p.bias_stride_q, rows) * kElemBytesOf16Bit);
-  v.strides[1] = u64(legal(p.bias_stride_h, heads) * kElemBytesOf16Bit);
-  v.strides[2] = u64(legal(p.bias_stride_b, batch) * kElemBytesOf16Bit);
-  v.box[0] = u32(FlashFwdSm90Geometry::kTmaBoxCols);
-  v.box[1] = u32(rows_bcast ? 1 : FlashFwdSm90Geometry::kBiasBoxRows);
-  v.box[2] = 1;
-  v.box[3] = 1;
-  return v;
+  return tma_view_16bit(p.bias, {p.seqlen_k, rows, heads, batch},
+                        {legal(p.bias_stride_q, rows), legal(p.bias_stride_h, heads),
+                         legal(p.bias_stride_b, batch)},
+                        rows_bcast ? 1 : FlashFwdSm90Geometry::kBiasBoxRows);
 }
 
 inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor which,
@@ -329,20 +334,9 @@ inline TmaTensorView flash_fwd_tma_view(const FlashFwdParams& p, FlashTensor whi
   // A stride of a size-1 axis is never followed: any legal value (one row) stands in for the
   // 0 or unused value the caller may pass there.
   auto legal = [&](i64 stride, i64 size) { return size == 1 ? st.s : stride; };
-  TmaTensorView v{};
-  v.base = st.base;
-  v.dims[0] = u64(p.head_dim);
-  v.dims[1] = u64(rows);
-  v.dims[2] = u64(heads);
-  v.dims[3] = u64(batch);
-  v.strides[0] = u64(st.s * kElemBytesOf16Bit);
-  v.strides[1] = u64(legal(st.h, heads) * kElemBytesOf16Bit);
-  v.strides[2] = u64(legal(st.b, batch) * kElemBytesOf16Bit);
-  v.box[0] = u32(FlashFwdSm90Geometry::kTmaBoxCols);
-  v.box[1] = u32(which == FlashTensor::q ? g.block_q : which == FlashTensor::o ? 64 : g.block_k);
-  v.box[2] = 1;
-  v.box[3] = 1;
-  return v;
+  return tma_view_16bit(st.base, {p.head_dim, rows, heads, batch},
+                        {st.s, legal(st.h, heads), legal(st.b, batch)},
+                        which == FlashTensor::q ? g.block_q : which == FlashTensor::o ? 64 : g.block_k);
 }
 
 // The schedule a key asks for: its `.items` flag, else the geometry's rule.
