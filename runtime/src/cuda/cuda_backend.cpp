@@ -285,10 +285,8 @@ void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
   FlashFwdBiasRows c{};
   c.src = static_cast<const u16*>(p.bias);
   c.stride_b = p.bias_stride_b, c.stride_h = p.bias_stride_h, c.stride_q = p.bias_stride_q;
-  c.batches = p.bias_stride_b != 0 ? p.batch : 1;
-  c.heads = p.bias_stride_h != 0 ? p.heads_q : 1;
-  // A bias broadcast over its query rows (row stride 0) stays so: one row per plane.
-  c.rows = p.bias_stride_q == 0 ? 1 : p.seqlen_q;
+  const FlashFwdBiasExtent e = flash_fwd_bias_extent(p);
+  c.batches = e.batches, c.heads = e.heads, c.rows = e.rows;  // broadcast axes stay so
   c.keys = p.seqlen_k;
   c.pitch = flash_fwd_bias_pitch(c.keys);
   const size_t bytes = size_t(c.batches * c.heads * c.rows) * size_t(c.pitch) * kElemBytesOf16Bit;

@@ -56,6 +56,16 @@ struct FlashFwdParams {
   u32* tile_counter;
 };
 
+// The planes and rows a bias [B|1, Hq|1, Sq|1, Sk] holds: 1 along each broadcast (stride 0)
+// axis; rows are positions in a sequence (varlen: the longest's).
+struct FlashFwdBiasExtent {
+  i64 batches, heads, rows;
+};
+EJK_HD FlashFwdBiasExtent flash_fwd_bias_extent(const FlashFwdParams& p) {
+  return {p.bias_stride_b != 0 ? p.batch : 1, p.bias_stride_h != 0 ? p.heads_q : 1,
+          p.bias_stride_q != 0 ? p.seqlen_q : 1};
+}
+
 // The CUDA runtime's copy of a bias its kernel cannot read in place (FlashFwdParams::bias;
 // kernels/ejk/kernels/cuda/flash_fwd_bias_rows.cuh): rows of any 2-byte alignment and stride
 // into rows of `pitch` keys (a multiple of 8) at a 16-byte aligned base, keys past the row zero.

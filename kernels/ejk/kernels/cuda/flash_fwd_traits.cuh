@@ -306,15 +306,13 @@ inline FlashTensorList flash_fwd_tensors(const FlashFwdParams& p, bool bias_stag
 // broadcast over its rows comes in 1-row boxes. Keys and rows past the tensor arrive as zeros.
 inline TmaTensorView flash_fwd_bias_view(const FlashFwdParams& p) {
   const bool rows_bcast = p.bias_stride_q == 0;
-  const i64 rows = rows_bcast ? 1 : p.seqlen_q;
-  const i64 heads = p.bias_stride_h != 0 ? p.heads_q : 1;
-  const i64 batch = p.bias_stride_b != 0 ? p.batch : 1;
+  const FlashFwdBiasExtent e = flash_fwd_bias_extent(p);
   // A stride of a size-1 axis is never followed: 8 elements (16 bytes, the smallest legal
   // stride) stand in for the 0 of a broadcast one.
   auto legal = [](i64 stride, i64 size) { return size == 1 ? i64(8) : stride; };
-  return tma_view_16bit(p.bias, {p.seqlen_k, rows, heads, batch},
-                        {legal(p.bias_stride_q, rows), legal(p.bias_stride_h, heads),
-                         legal(p.bias_stride_b, batch)},
+  return tma_view_16bit(p.bias, {p.seqlen_k, e.rows, e.heads, e.batches},
+                        {legal(p.bias_stride_q, e.rows), legal(p.bias_stride_h, e.heads),
+                         legal(p.bias_stride_b, e.batches)},
                         rows_bcast ? 1 : FlashFwdSm90Geometry::kBiasBoxRows);
 }
 
