@@ -92,19 +92,22 @@ __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
 }
 
 // The next item of a block that draws its items (C::kDrawItems), or -1 once the order is used
-// up (`total` items): one ticket from FlashFwdParams::tile_counter per draw. Every block stops
-// at its first ticket past the end and then counts itself in counter[1]; the last one to do so
-// knows every draw of the launch is done and zeroes both for the next launch on the stream.
-// Without a counter, items n * grid + block (correct, not balanced).
+// up (`total` items). A block's first item is its own index (the runtime's grid is at most the
+// items; a block past them draws, and so still counts itself below): no atomic on the way to
+// the launch's first loads. Later ones are tickets from
+// FlashFwdParams::tile_counter, offset by the grid. Every block stops at its first ticket past
+// the end and then counts itself in counter[1]; the last one to do so knows every draw of the
+// launch is done and zeroes both for the next launch on the stream. Without a counter, items
+// n * grid + block (correct, not balanced).
 __device__ __forceinline__ i64 sm90_draw(u32* counter, u32 total, int n) {
-  if (counter == nullptr) {
+  if (counter == nullptr || (n == 0 && blockIdx.x < total)) {
     const u32 item = u32(n) * gridDim.x + blockIdx.x;
     return item < total ? i64(item) : -1;
   }
   // The shuffle (the producer thread is lane 0) tells ptxas the ticket is warp-uniform: the
   // decode then stays in uniform registers, as the snake's does. Straight from the atomic it
   // went to the 24 regular ones and the producer spilled 124-132 B.
-  const u32 ticket = __shfl_sync(1u, atomicAdd(counter, 1u), 0);
+  const u32 ticket = gridDim.x + __shfl_sync(1u, atomicAdd(counter, 1u), 0);
   if (ticket < total) return ticket;
   __threadfence();  // this block's last draw before its count
   if (atomicAdd(counter + 1, 1u) == gridDim.x - 1) {
