@@ -92,13 +92,13 @@ __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
 }
 
 // The next item of a block that draws its items (C::kDrawItems), or -1 once the order is used
-// up (`total` items). A block's first item is its own index (the runtime's grid is at most the
-// items; a block past them draws, and so still counts itself below): no atomic on the way to
-// the launch's first loads. Later ones are tickets from
-// FlashFwdParams::tile_counter, offset by the grid. Every block stops at its first ticket past
-// the end and then counts itself in counter[1]; the last one to do so knows every draw of the
-// launch is done and zeroes both for the next launch on the stream. Without a counter, items
-// n * grid + block (correct, not balanced).
+// up (`total` items). A block's first item is its own index, so no atomic stands before the
+// launch's first loads (the runtime's grid is at most the items; a block past them draws, and
+// so still counts itself below). Later items are tickets from FlashFwdParams::tile_counter,
+// offset by the grid. Every block stops at its first ticket past the end and then counts itself
+// in counter[1]; the last one to do so knows every draw of the launch is done and zeroes both
+// for the next launch on the stream. Without a counter, items n * grid + block (correct, not
+// balanced).
 __device__ __forceinline__ i64 sm90_draw(u32* counter, u32 total, int n) {
   if (counter == nullptr || (n == 0 && blockIdx.x < total)) {
     const u32 item = u32(n) * gridDim.x + blockIdx.x;
