@@ -2,7 +2,7 @@
 """Where a cold NVRTC compile of one sm90a flash variant spends its time, per phase.
 
   nvrtc_phases.py [--d 128] [--bq 128] [--bk 128] [--causal] [--segments] [--sinks] [--bias] [--per_item]
-                  [--window] [--softcap] [--runs 5] [--log] [--ptx FILE] [-- extra NVRTC options]
+                  [--window] [--softcap] [--runs 5] [--each] [--log] [--ptx FILE] [-- extra NVRTC options]
 
 From the repository root, on any machine with libnvrtc.so.13 (no GPU needed): renders
 templates/flash_fwd.cuda.cu.tmpl for the variant, compiles it `--runs` times with the runtime's
@@ -11,9 +11,11 @@ rather than answered from the driver's compute cache) plus NVRTC's `--time`, and
 median of each phase (front end, NVVM optimizer, PTX translation = ptxas) and of the total,
 and the cubin's size and SHA-256 prefix (a refactor that should not change the code: compare
 them before and after with the same options, as the reviews of sessions 15 and 16 did).
+--each also prints every compile in order (the first of a process is the product's cold case:
+`ejk compile` is one compile per process) with the CPU time and page faults it took.
 The headers come from kernels/ on disk, not embedded: the compile is the same.
 """
-import argparse, ctypes, hashlib, os, re, statistics, sys, tempfile, time
+import argparse, ctypes, hashlib, os, re, resource, statistics, sys, tempfile, time
 
 FLAGS = ("causal", "window", "segments", "softcap", "sinks", "bias", "per_item")
 
@@ -45,9 +47,12 @@ def compile_once(lib, src, extra):
         opts = ["--gpu-architecture=sm_90a", "-std=c++20", "--ptxas-options=-v", "-default-device",
                 "-DNDEBUG", "--no-cache", "-Ikernels", f"-I{cuda}/include", f"--time={times}"] + extra
         argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-        t0 = time.perf_counter()
+        u0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         rc = lib.nvrtcCompileProgram(prog, len(opts), argv)
         wall = 1000 * (time.perf_counter() - t0)
+        u1 = resource.getrusage(resource.RUSAGE_SELF)
+        usage = (1000 * (u1.ru_utime - u0.ru_utime), 1000 * (u1.ru_stime - u0.ru_stime),
+                 u1.ru_minflt - u0.ru_minflt, u1.ru_majflt - u0.ru_majflt)
         log = program_bytes(lib, prog, "ProgramLog").value.decode()
         if rc != 0:
             sys.exit(log[:3000])
@@ -56,7 +61,7 @@ def compile_once(lib, src, extra):
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
         # A header line, then "file, phase, value, ms" per phase.
         phases = [float(l.split(",")[2]) for l in open(times).read().splitlines()[1:] if l.strip()]
-    return phases, wall, cubin.raw, log, ptx.value
+    return phases, wall, cubin.raw, log, ptx.value, usage
 
 
 def main():
@@ -65,6 +70,7 @@ def main():
     ap.add_argument("--bq", type=int, default=128)
     ap.add_argument("--bk", type=int, default=128)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--each", action="store_true", help="also print each compile, in order, with its rusage")
     ap.add_argument("--log", action="store_true", help="print the last compile's log (ptxas -v)")
     ap.add_argument("--ptx", help="write the last compile's PTX to this file")
     for f in FLAGS:
@@ -83,6 +89,12 @@ def main():
     print(f"d{a.d} bq{a.bq} bk{a.bk} {flags}: {cols}  ms; wall median {med(walls):.0f} "
           f"(min {walls[0]:.0f}, max {walls[-1]:.0f}) over {a.runs} cold compiles; cubin "
           f"{len(runs[0][2])} B sha256 {hashlib.sha256(runs[0][2]).hexdigest()[:16]}")
+    if a.each:
+        for i, r in enumerate(runs):
+            user, sys_, minflt, majflt = r[5]
+            print(f"  compile {i}: " + "  ".join(f"{n} {v:.0f}" for n, v in zip(names, r[0])) +
+                  f"  wall {r[1]:.0f} ms; cpu user {user:.0f} sys {sys_:.0f} ms; "
+                  f"page faults {minflt} minor {majflt} major")
     if a.log:
         print(runs[-1][3])
     if a.ptx:

@@ -95,4 +95,10 @@ CudaVariant acquire_cuda_variant(const OpSchema& schema, const VariantKey& key, 
   return loaded.emplace(id, v).first->second;
 }
 
+VariantKey bias_rows_key(std::string_view target) {
+  VariantKey key = op_schema("flash_fwd_bias_rows").blank_key("cuda", target);
+  key.set_enum("elem", "b16");  // bf16 and f16 alike: the copy moves bits
+  return key;
+}
+
 }  // namespace ejk::detail

@@ -35,4 +35,8 @@ struct CudaVariant {
 // The kernel of `key` loaded on device `ordinal` (memoized per device and key).
 CudaVariant acquire_cuda_variant(const OpSchema& schema, const VariantKey& key, int ordinal);
 
+// The bias copy's key for a CUDA target (specs/flash_fwd_bias_rows.yaml): one kernel per arch
+// serves every bias key of flash_fwd, so their JIT compiles do not carry it.
+VariantKey bias_rows_key(std::string_view target);
+
 }  // namespace ejk::detail

@@ -43,6 +43,20 @@ inline const OpSchema& flash_schema() {
   return schema;
 }
 
+// The flash forward's bias copy (one kernel per arch, shared by every bias key).
+inline const OpSchema& bias_rows_schema() {
+  static const OpSchema schema = OpSchema::parse(source_file("specs/flash_fwd_bias_rows.yaml"),
+                                                 "specs/flash_fwd_bias_rows.yaml");
+  return schema;
+}
+
+// The bias copy's key for a CUDA target, spelled as the runtime spells it (bias_rows_key).
+inline VariantKey bias_rows_test_key(const std::string& target) {
+  VariantKey key = bias_rows_schema().blank_key("cuda", target);
+  key.set_enum("elem", "b16");
+  return key;
+}
+
 // Every header under kernels/ejk/kernels/{common,cuda}, by include path.
 inline const std::vector<std::pair<std::string, std::string>>& cuda_kernel_headers() {
   static const auto headers = [] {
@@ -57,10 +71,11 @@ inline const std::vector<std::pair<std::string, std::string>>& cuda_kernel_heade
   return headers;
 }
 
+// The source of a flash_fwd or flash_fwd_bias_rows key, rendered from its op's template.
 inline cuda::CudaSource cuda_source(const VariantKey& key) {
-  static const std::string tmpl = source_file("templates/flash_fwd.cuda.cu.tmpl");
-  return {to_string(key) + ".cu", render_variant(flash_schema(), key, tmpl, "test"),
-          cuda_kernel_headers()};
+  const OpSchema& schema = key.op == bias_rows_schema().op() ? bias_rows_schema() : flash_schema();
+  const std::string tmpl = source_file("templates/" + schema.backend("cuda").template_file);
+  return {to_string(key) + ".cu", render_variant(schema, key, tmpl, "test"), cuda_kernel_headers()};
 }
 
 }  // namespace ejk::test

@@ -3,6 +3,7 @@
 // bench/cuda/flash_reference.h (mask.h's semantics). SKIPs with the reason without a driver/GPU.
 // Fresh random inputs every run (the seed is printed); outputs are poisoned with NaN first.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -261,11 +262,7 @@ TEST_CASE("the bias copy keeps every row bit for bit at any alignment and stride
   const uint64_t seed = fresh_seed();
   INFO("seed " << seed << ", device " << dev.name);
   std::mt19937_64 rng(seed);
-  VariantKey key = flash_schema().blank_key("cuda", dev.target);
-  key.set_enum("dtype", "bf16");
-  key.set_int("head_dim", 64), key.set_int("block_q", 64), key.set_int("block_k", 32);
-  key.set_flag("bias", true);
-  cuda::LoadedKernel kernel = load_kernel(key);
+  cuda::LoadedKernel copy = load_kernel(bias_rows_test_key(dev.target));
   const cuda::CudaDriver& d = cuda::CudaDriver::get();
   for (int64_t keys : {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1001}) {
     for (int64_t offset = 0; offset < 8; ++offset) {  // elements past a 16-byte boundary
@@ -289,7 +286,7 @@ TEST_CASE("the bias copy keeps every row bit for bit at any alignment and stride
         c.src = src.as<uint16_t>() + offset;
         c.dst = dst.as<uint16_t>();
         // A grid for one SM at odd offsets: each warp walks several rows.
-        cuda::copy_bias_rows(kernel, c, offset % 2 ? 1 : dev.sm_count);
+        cuda::copy_bias_rows(copy, c, offset % 2 ? 1 : dev.sm_count);
         std::vector<uint16_t> got(size_t(rows_total * c.pitch));
         d.check(d.cuMemcpyDtoH(got.data(), dst.ptr(), got.size() * 2), "cuMemcpyDtoH");
         size_t wrong = 0;
@@ -305,10 +302,37 @@ TEST_CASE("the bias copy keeps every row bit for bit at any alignment and stride
       }
     }
   }
-  // A cubin without the copy is refused by name.
-  key.set_flag("bias", false);
-  cuda::LoadedKernel plain = load_kernel(key);
-  CHECK_THROWS_AS(cuda::copy_bias_rows(plain, FlashFwdBiasRows{}, dev.sm_count), InvalidArgument);
+}
+
+// A bias the kernel cannot read in place needs the copy: without it the launch is refused, by
+// name, before anything runs (the pointers are never dereferenced).
+TEST_CASE("a bias that needs the copy is refused without the copy kernel", "[device]") {
+  std::string why;
+  if (cuda::CudaDriver::load(&why) == nullptr) SKIP("no CUDA device: " + why);
+  const cuda::DeviceInfo& dev = cuda::use_device(0);
+  VariantKey key = flash_schema().blank_key("cuda", dev.target);
+  key.set_enum("dtype", "bf16");
+  key.set_int("head_dim", 64), key.set_int("block_q", 64), key.set_int("block_k", 32);
+  key.set_flag("bias", true);
+  cuda::LoadedKernel kernel = load_kernel(key);
+  FlashFwdParams p{};
+  auto addr = [](uintptr_t a) { return reinterpret_cast<void*>(a); };
+  p.q = addr(0x100000), p.k = addr(0x200000), p.v = addr(0x300000), p.out = addr(0x400000);
+  p.batch = 1, p.heads_q = p.heads_kv = 2, p.seqlen_q = 100, p.seqlen_k = 77, p.head_dim = 64;
+  p.q_stride_s = p.k_stride_s = p.v_stride_s = p.o_stride_s = 2 * 64;
+  p.q_stride_h = p.k_stride_h = p.v_stride_h = p.o_stride_h = 64;
+  p.q_stride_b = p.o_stride_b = 100 * 2 * 64, p.k_stride_b = p.v_stride_b = 77 * 2 * 64;
+  p.bias = addr(0x500002);  // 2 bytes past a 16-byte boundary, and 77 keys: an odd extent
+  p.bias_stride_q = 77, p.bias_stride_h = 100 * 77, p.bias_stride_b = 2 * 100 * 77;
+  const cuda::LaunchShape shape = cuda::flash_fwd_launch_shape(key.target, 64, 64, 32, p, dev.sm_count,
+                                                               false, true);
+  REQUIRE_FALSE(cuda::bias_reads_in_place(p, shape.bias_chunks));
+  try {
+    cuda::launch_flash_fwd(kernel, shape, p, dev);
+    FAIL("launched without the bias copy");
+  } catch (const InvalidArgument& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::ContainsSubstring("flash_fwd_bias_rows"));
+  }
 }
 
 TEST_CASE("without a driver the backend says why", "[cuda]") {

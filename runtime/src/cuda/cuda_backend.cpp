@@ -67,14 +67,9 @@ LoadedKernel::LoadedKernel(const std::vector<uint8_t>& cubin, const std::string&
     : symbol_(symbol) {
   const CudaDriver& d = CudaDriver::get();
   d.check(d.cuModuleLoadData(&module_, cubin.data()), ("loading the cubin of " + symbol).c_str());
-  std::string wanted = symbol;
-  CUresult r = d.cuModuleGetFunction(&fn_, module_, symbol.c_str());
-  // Only bias keys' cubins carry the copy (asking for an absent function is an API error).
-  if (const std::string copy = bias_rows_symbol(symbol); r == 0 && cubin_has_symbol(cubin, copy))
-    wanted = copy, r = d.cuModuleGetFunction(&bias_rows_fn_, module_, copy.c_str());
-  if (r != 0) {
+  if (CUresult r = d.cuModuleGetFunction(&fn_, module_, symbol.c_str()); r != 0) {
     d.cuModuleUnload(module_);
-    d.check(r, ("kernel symbol " + wanted + " in its cubin").c_str());
+    d.check(r, ("kernel symbol " + symbol + " in its cubin").c_str());
   }
 }
 
@@ -273,13 +268,19 @@ CUdeviceptr bias_scratch(const CudaDriver& d, int ordinal, CUstream stream, size
   return ptr;
 }
 
-// Where the kernel cannot read p's bias [B|1, Hq|1, rows, keys] as it is (bias_reads_in_place),
-// copies it with the key's own copy kernel into rows whose pitch is a multiple of 8 elements
-// (what both the TMA boxes and the 4-byte pairs read in place) in the stream's scratch, and
-// points p there.
-void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
-                const DeviceInfo& device, CUstream stream) {
+// Where `kernel` cannot read p's bias [B|1, Hq|1, rows, keys] as it is (bias_reads_in_place),
+// copies it with `copy` into rows whose pitch is a multiple of 8 elements (what both the TMA
+// boxes and the 4-byte pairs read in place) in the stream's scratch, and points p there.
+void align_bias(const LoadedKernel& kernel, const LoadedKernel* copy, FlashFwdParams& p,
+                bool chunks, const DeviceInfo& device, CUstream stream) {
   if (bias_reads_in_place(p, chunks)) return;
+  if (copy == nullptr)
+    throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + ": its bias (base " +
+                          std::to_string(reinterpret_cast<uintptr_t>(p.bias)) + ", strides " +
+                          std::to_string(p.bias_stride_b) + "/" + std::to_string(p.bias_stride_h) +
+                          "/" + std::to_string(p.bias_stride_q) + ", " + std::to_string(p.seqlen_k) +
+                          " keys) is not aligned for in-place reads, and no bias copy kernel "
+                          "(flash_fwd_bias_rows) was given");
   // The rows the kernels index: positions in a sequence (varlen: the longest; the runtime
   // takes no bias with varlen, the kernel tests do).
   FlashFwdBiasRows c{};
@@ -291,7 +292,7 @@ void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
   c.pitch = flash_fwd_bias_pitch(c.keys);
   const size_t bytes = size_t(c.batches * c.heads * c.rows) * size_t(c.pitch) * kElemBytesOf16Bit;
   c.dst = reinterpret_cast<u16*>(bias_scratch(CudaDriver::get(), device.ordinal, stream, bytes));
-  copy_bias_rows(kernel, c, device.sm_count, stream);
+  copy_bias_rows(*copy, c, device.sm_count, stream);
   p.bias = c.dst;
   p.bias_stride_q = p.bias_stride_q == 0 ? 0 : c.pitch;
   p.bias_stride_h = c.heads > 1 ? c.rows * c.pitch : 0;
@@ -300,11 +301,8 @@ void align_bias(const LoadedKernel& kernel, FlashFwdParams& p, bool chunks,
 
 }  // namespace
 
-void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
+void copy_bias_rows(const LoadedKernel& copy, const FlashFwdBiasRows& rows, int sm_count,
                     CUstream stream) {
-  if (kernel.bias_rows_function() == nullptr)
-    throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + " has no " +
-                          bias_rows_symbol(kernel.symbol()) + ": expected a bias key's cubin");
   const int64_t planes = rows.batches * rows.heads;
   if (planes == 0 || rows.rows == 0 || rows.keys == 0) return;
   constexpr int64_t kWarps = 8;  // per block of 256 threads: one row each at a time
@@ -315,11 +313,10 @@ void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, in
   const unsigned gy = unsigned(std::min<int64_t>(rows.heads, 65535));
   const unsigned gz = unsigned(std::min<int64_t>(rows.batches, 65535));
   const CudaDriver& d = CudaDriver::get();
-  FlashFwdBiasRows copy = rows;
-  void* args[] = {&copy};
-  d.check(d.cuLaunchKernel(kernel.bias_rows_function(), gx, gy, gz, 32 * kWarps, 1, 1, 0, stream,
-                           args, nullptr),
-          ("launching " + bias_rows_symbol(kernel.symbol())).c_str());
+  FlashFwdBiasRows arg = rows;
+  void* args[] = {&arg};
+  d.check(d.cuLaunchKernel(copy.function(), gx, gy, gz, 32 * kWarps, 1, 1, 0, stream, args, nullptr),
+          ("launching " + copy.symbol()).c_str());
 }
 
 bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {
@@ -334,7 +331,7 @@ bool bias_reads_in_place(const FlashFwdParams& p, bool chunks) {
 }
 
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
-                      const DeviceInfo& device, CUstream stream) {
+                      const DeviceInfo& device, CUstream stream, const LoadedKernel* bias_copy) {
   require_chunked(p.q, {p.q_stride_b, p.q_stride_s, p.q_stride_h}, "q");
   require_chunked(p.k, {p.k_stride_b, p.k_stride_s, p.k_stride_h}, "k");
   require_chunked(p.v, {p.v_stride_b, p.v_stride_s, p.v_stride_h}, "v");
@@ -350,7 +347,7 @@ void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const Flas
   // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__): one
   // pointer to a copy of each. The sm80 family ignores the (zero) maps.
   FlashFwdParams params = p;  // what every launch gets, sliced for sm80 launches past 65535
-  align_bias(kernel, params, shape.bias_chunks, device, stream);
+  align_bias(kernel, bias_copy, params, shape.bias_chunks, device, stream);
   // After align_bias: a staged bias's map covers the rows the kernel reads.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(d, params, shape) : FlashFwdTensorMaps{};
   if (shape.tma && params.tile_counter == nullptr)

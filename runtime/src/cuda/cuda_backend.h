@@ -35,10 +35,6 @@ std::string target_for_capability(int major, int minor);
 const DeviceInfo& use_device(int ordinal = 0);
 
 // A cubin loaded into the current context, and one kernel of it. Unloaded on destruction.
-// The entry of the bias copy that a bias key's cubin carries beside `symbol`
-// (templates/flash_fwd.cuda.cu.tmpl).
-inline std::string bias_rows_symbol(const std::string& symbol) { return symbol + "_bias_rows"; }
-
 class LoadedKernel {
  public:
   // Error if the driver rejects the image (wrong arch) or the symbol is absent.
@@ -48,9 +44,6 @@ class LoadedKernel {
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
   CUfunction function() const { return fn_; }
-  // bias_rows_symbol(symbol()), the copy a bias key's cubin carries (flash_fwd_bias_rows.cuh);
-  // null in other cubins.
-  CUfunction bias_rows_function() const { return bias_rows_fn_; }
   const std::string& symbol() const { return symbol_; }
   // From the loaded function: registers, local memory (stack + spills), static shared memory.
   KernelResources resources() const;
@@ -60,7 +53,6 @@ class LoadedKernel {
  private:
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
-  CUfunction bias_rows_fn_ = nullptr;
   std::string symbol_;
   int dynamic_smem_ = 48 * 1024;  // the default limit without opt-in
 };
@@ -106,10 +98,9 @@ LaunchShape flash_fwd_launch_shape(std::string_view target, int64_t head_dim, in
                                    int64_t block_k, const FlashFwdParams& p, int sm_count,
                                    bool per_item = false, bool bias = false);
 
-// Runs the copy in `kernel`'s cubin (a bias key's: flash_fwd_bias_rows.cuh) on `stream`:
-// rows.dst must be 16-byte aligned and hold batches x heads x rows x pitch elements.
-// InvalidArgument for a cubin without the copy.
-void copy_bias_rows(const LoadedKernel& kernel, const FlashFwdBiasRows& rows, int sm_count,
+// Runs the bias copy `copy` (a flash_fwd_bias_rows key's kernel: flash_fwd_bias_rows.cuh) on
+// `stream`: rows.dst must be 16-byte aligned and hold batches x heads x rows x pitch elements.
+void copy_bias_rows(const LoadedKernel& copy, const FlashFwdBiasRows& rows, int sm_count,
                     CUstream stream = nullptr);
 
 // True when a kernel can read p's bias as it is (FlashFwdParams::bias). By TMA (`chunks`, 16
@@ -122,8 +113,11 @@ bool bias_reads_in_place(const FlashFwdParams& p, bool chunks);
 // shared-memory limit, builds the tensor maps (sm90a family), then launches asynchronously on
 // `stream` (null: the legacy default stream). sm90a launches without p.tile_counter get the
 // stream's own (one per device and stream, kept for the process). A bias the kernel cannot read in
-// place is first copied (copy_bias_rows), on the stream, into stream-ordered scratch.
+// place (bias_reads_in_place with shape.bias_chunks) is first copied by `bias_copy`
+// (copy_bias_rows), on the stream, into stream-ordered scratch; without it such a bias is an
+// InvalidArgument.
 void launch_flash_fwd(LoadedKernel& kernel, const LaunchShape& shape, const FlashFwdParams& p,
-                      const DeviceInfo& device, CUstream stream = nullptr);
+                      const DeviceInfo& device, CUstream stream = nullptr,
+                      const LoadedKernel* bias_copy = nullptr);
 
 }  // namespace ejk::cuda

@@ -159,10 +159,6 @@ long symbol_index(const ElfView& elf, std::string_view symbol) {
 
 }  // namespace
 
-bool cubin_has_symbol(const std::vector<uint8_t>& cubin, std::string_view symbol) {
-  return symbol_index(ElfView(cubin, "cubin of " + std::string(symbol)), symbol) >= 0;
-}
-
 KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_view symbol) {
   const ElfView elf(cubin, "cubin of " + std::string(symbol));
   KernelResources r;

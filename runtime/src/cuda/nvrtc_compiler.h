@@ -52,10 +52,6 @@ KernelResources parse_ptxas_report(std::string_view log, std::string_view symbol
 // InvalidArgument if the bytes are not a 64-bit ELF.
 KernelResources cubin_resources(const std::vector<uint8_t>& cubin, std::string_view symbol);
 
-// True when the cubin's symbol table names `symbol` (InvalidArgument if the bytes are not a
-// 64-bit ELF): asking the driver for an absent function is an API error under compute-sanitizer.
-bool cubin_has_symbol(const std::vector<uint8_t>& cubin, std::string_view symbol);
-
 class NvrtcCompiler {
  public:
   // The loaded compiler, or nullptr with *why set. Loads once per process.

@@ -2,7 +2,6 @@
 // key's target and tile shape (flash_fwd_uses_wgmma, shared with the host runtime), so the
 // template stays a list of constants.
 #pragma once
-#include "ejk/kernels/cuda/flash_fwd_bias_rows.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm90.cuh"
 

@@ -1,7 +1,8 @@
 // The copy behind FlashFwdBiasRows (flash_params.h): what the runtime runs before a bias key's
-// kernel when the bias rows are not aligned for its reads (cuda_backend.cpp align_bias). Every
-// bias key's cubin carries it (templates/flash_fwd.cuda.cu.tmpl), so an ahead-of-time kernel
-// needs no JIT for it. One warp per row; each lane writes 16-byte chunks.
+// kernel when the bias rows are not aligned for its reads (cuda_backend.cpp align_bias). Its own
+// op (specs/flash_fwd_bias_rows.yaml, templates/flash_fwd_bias_rows.cuda.cu.tmpl): one cubin per
+// arch, built ahead of time, serves every bias key. One warp per row; each lane writes 16-byte
+// chunks.
 #pragma once
 #include "ejk/kernels/common/flash_params.h"
 
