@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <optional>
 
 #include "cuda/cuda_backend.h"
@@ -53,6 +55,27 @@ double rel_l2(const std::vector<double>& ref, const std::vector<double>& got, si
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
+cuda::LoadedKernel load_kernel(const VariantKey& key) {
+  const cuda::CubinResult cub = cuda::NvrtcCompiler::get().compile(
+      cuda_source(key), cuda::nvrtc_arch(key.target), symbol_name(key));
+  return cuda::LoadedKernel(cub.cubin, symbol_name(key));
+}
+
+// The bias copy a bias key's launches need for a bias they cannot read in place (odd Sk), as
+// the runtime passes it: compiled once per target for the process.
+const cuda::LoadedKernel* bias_copy_for(const VariantKey& key) {
+  if (!key.get_flag("bias")) return nullptr;
+  static std::map<std::string, std::unique_ptr<cuda::LoadedKernel>> copies;
+  std::unique_ptr<cuda::LoadedKernel>& copy = copies[key.target];
+  if (!copy) {
+    const VariantKey copy_key = bias_rows_test_key(key.target);
+    const cuda::CubinResult cub = cuda::NvrtcCompiler::get().compile(
+        cuda_source(copy_key), cuda::nvrtc_arch(key.target), symbol_name(copy_key));
+    copy = std::make_unique<cuda::LoadedKernel>(cub.cubin, symbol_name(copy_key));
+  }
+  return copy.get();
+}
+
 struct Outcome {
   double out_err, lse_err;
   size_t inf_mismatch;
@@ -94,7 +117,7 @@ class DeviceCase {
                                                         key.get_int("block_k"), p_, sm_count,
                                                         key.get_flag("per_item"),
                                                         key.get_flag("bias")),
-                           p_, dev, stream);
+                           p_, dev, stream, bias_copy_for(key));
   }
 
   // The errors of the last launch's results (synchronizes the context).
@@ -133,12 +156,6 @@ class DeviceCase {
   FlashFwdParams p_;
   mutable std::optional<check::Reference> ref_;
 };
-
-cuda::LoadedKernel load_kernel(const VariantKey& key) {
-  const cuda::CubinResult cub = cuda::NvrtcCompiler::get().compile(
-      cuda_source(key), cuda::nvrtc_arch(key.target), symbol_name(key));
-  return cuda::LoadedKernel(cub.cubin, symbol_name(key));
-}
 
 Outcome run_case(const VariantKey& key, check::Problem pr, std::mt19937_64& rng,
                  const cuda::DeviceInfo& dev) {
