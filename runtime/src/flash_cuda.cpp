@@ -57,7 +57,7 @@ RunInfo run_flash_cuda(FlashProblem& pb, const FlashAttentionOptions& opt) {
   info.key = to_string(key);
   info.backend = Backend::cuda;
   info.source = v.source;
-  info.compile_ms = v.compile_ms;  // the key's (RunInfo reports the key's variant)
+  info.compile_ms = v.compile_ms;
   info.load_ms = v.load_ms;
   return info;
 }

@@ -1,6 +1,8 @@
 #include "cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -268,6 +270,11 @@ CUdeviceptr bias_scratch(const CudaDriver& d, int ordinal, CUstream stream, size
   return ptr;
 }
 
+std::string hex(uintptr_t v) {
+  char buf[2 + 2 * sizeof(v)] = {'0', 'x'};
+  return std::string(buf, std::to_chars(buf + 2, std::end(buf), v, 16).ptr);
+}
+
 // Where `kernel` cannot read p's bias [B|1, Hq|1, rows, keys] as it is (bias_reads_in_place),
 // copies it with `copy` into rows whose pitch is a multiple of 8 elements (what both the TMA
 // boxes and the 4-byte pairs read in place) in the stream's scratch, and points p there.
@@ -276,7 +283,7 @@ void align_bias(const LoadedKernel& kernel, const LoadedKernel* copy, FlashFwdPa
   if (bias_reads_in_place(p, chunks)) return;
   if (copy == nullptr)
     throw InvalidArgument("CUDA flash_fwd " + kernel.symbol() + ": its bias (base " +
-                          std::to_string(reinterpret_cast<uintptr_t>(p.bias)) + ", strides " +
+                          hex(reinterpret_cast<uintptr_t>(p.bias)) + ", strides " +
                           std::to_string(p.bias_stride_b) + "/" + std::to_string(p.bias_stride_h) +
                           "/" + std::to_string(p.bias_stride_q) + ", " + std::to_string(p.seqlen_k) +
                           " keys) is not aligned for in-place reads, and no bias copy kernel "
