@@ -4,6 +4,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -57,6 +58,25 @@ TEST_CASE("built registry: the CPU table is the selected AOT set", "[registry]")
   }
   CHECK(listed.size() == gen::kNumCpuAot);
   CHECK(listed == expected);
+}
+
+// Every CUDA target the build has flash keys for has the bias copy built in too
+// (specs/flash_fwd_bias_rows.yaml): otherwise each launch with a bias the kernel cannot read in
+// place would wait for an NVRTC compile. Unless the build's EJK_VARIANTS leaves the copy out.
+TEST_CASE("built registry: the bias copy is built in for every CUDA target of the flash keys", "[registry]") {
+  std::set<std::string> listed, targets;
+  for (size_t i = 0; i < gen::kNumCudaAot; ++i) {
+    const std::string key = gen::kCudaAot[i].key;
+    listed.insert(key);
+    if (key.rfind("flash_fwd.cuda.", 0) == 0)  // flash_fwd.cuda.<target>.…
+      targets.insert(key.substr(15, key.find('.', 15) - 15));
+  }
+  for (const std::string& t : targets) {
+    const std::string copy = "flash_fwd_bias_rows.cuda." + t + ".b16";
+    if (!std::string(kBuildVariants).empty() && !std::regex_search(copy, std::regex(kBuildVariants))) continue;
+    INFO(copy);
+    CHECK(listed.count(copy) == 1);
+  }
 }
 
 // Objects of different targets are compiled with different -march flags. A weak (COMDAT)
