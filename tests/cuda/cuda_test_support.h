@@ -73,9 +73,13 @@ inline const std::vector<std::pair<std::string, std::string>>& cuda_kernel_heade
 
 // The source of a flash_fwd or flash_fwd_bias_rows key, rendered from its op's template.
 inline cuda::CudaSource cuda_source(const VariantKey& key) {
-  const OpSchema& schema = key.op == bias_rows_schema().op() ? bias_rows_schema() : flash_schema();
-  const std::string tmpl = source_file("templates/" + schema.backend("cuda").template_file);
-  return {to_string(key) + ".cu", render_variant(schema, key, tmpl, "test"), cuda_kernel_headers()};
+  // Read once each (the NVRTC tests render keys on every core at once).
+  static const std::string flash_tmpl = source_file("templates/flash_fwd.cuda.cu.tmpl");
+  static const std::string copy_tmpl = source_file("templates/flash_fwd_bias_rows.cuda.cu.tmpl");
+  const bool copy = key.op == bias_rows_schema().op();
+  return {to_string(key) + ".cu",
+          render_variant(copy ? bias_rows_schema() : flash_schema(), key, copy ? copy_tmpl : flash_tmpl, "test"),
+          cuda_kernel_headers()};
 }
 
 }  // namespace ejk::test

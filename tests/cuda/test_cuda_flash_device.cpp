@@ -55,25 +55,31 @@ double rel_l2(const std::vector<double>& ref, const std::vector<double>& got, si
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
-cuda::LoadedKernel load_kernel(const VariantKey& key) {
-  const cuda::CubinResult cub = cuda::NvrtcCompiler::get().compile(
-      cuda_source(key), cuda::nvrtc_arch(key.target), symbol_name(key));
-  return cuda::LoadedKernel(cub.cubin, symbol_name(key));
+std::vector<uint8_t> compile_cubin(const VariantKey& key) {
+  return cuda::NvrtcCompiler::get()
+      .compile(cuda_source(key), cuda::nvrtc_arch(key.target), symbol_name(key))
+      .cubin;
 }
 
-// The bias copy a bias key's launches need for a bias they cannot read in place (odd Sk), as
-// the runtime passes it: compiled once per target for the process.
-const cuda::LoadedKernel* bias_copy_for(const VariantKey& key) {
-  if (!key.get_flag("bias")) return nullptr;
+cuda::LoadedKernel load_kernel(const VariantKey& key) {
+  return cuda::LoadedKernel(compile_cubin(key), symbol_name(key));
+}
+
+// The bias copy of `target` (flash_fwd_bias_rows), compiled once per target for the process.
+const cuda::LoadedKernel& bias_copy(const std::string& target) {
   static std::map<std::string, std::unique_ptr<cuda::LoadedKernel>> copies;
-  std::unique_ptr<cuda::LoadedKernel>& copy = copies[key.target];
+  std::unique_ptr<cuda::LoadedKernel>& copy = copies[target];
   if (!copy) {
-    const VariantKey copy_key = bias_rows_test_key(key.target);
-    const cuda::CubinResult cub = cuda::NvrtcCompiler::get().compile(
-        cuda_source(copy_key), cuda::nvrtc_arch(key.target), symbol_name(copy_key));
-    copy = std::make_unique<cuda::LoadedKernel>(cub.cubin, symbol_name(copy_key));
+    const VariantKey key = bias_rows_test_key(target);
+    copy = std::make_unique<cuda::LoadedKernel>(compile_cubin(key), symbol_name(key));
   }
-  return copy.get();
+  return *copy;
+}
+
+// What a bias key's launches get for a bias they cannot read in place (odd Sk), as the
+// runtime passes it; null for other keys.
+const cuda::LoadedKernel* bias_copy_for(const VariantKey& key) {
+  return key.get_flag("bias") ? &bias_copy(key.target) : nullptr;
 }
 
 struct Outcome {
@@ -279,7 +285,7 @@ TEST_CASE("the bias copy keeps every row bit for bit at any alignment and stride
   const uint64_t seed = fresh_seed();
   INFO("seed " << seed << ", device " << dev.name);
   std::mt19937_64 rng(seed);
-  cuda::LoadedKernel copy = load_kernel(bias_rows_test_key(dev.target));
+  const cuda::LoadedKernel& copy = bias_copy(dev.target);
   const cuda::CudaDriver& d = cuda::CudaDriver::get();
   for (int64_t keys : {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1001}) {
     for (int64_t offset = 0; offset < 8; ++offset) {  // elements past a 16-byte boundary

@@ -64,12 +64,13 @@ TEST_CASE("built registry: the CPU table is the selected AOT set", "[registry]")
 // (specs/flash_fwd_bias_rows.yaml): otherwise each launch with a bias the kernel cannot read in
 // place would wait for an NVRTC compile. Unless the build's EJK_VARIANTS leaves the copy out.
 TEST_CASE("built registry: the bias copy is built in for every CUDA target of the flash keys", "[registry]") {
+  const std::string flash = "flash_fwd.cuda.";  // flash_fwd.cuda.<target>.…
   std::set<std::string> listed, targets;
   for (size_t i = 0; i < gen::kNumCudaAot; ++i) {
     const std::string key = gen::kCudaAot[i].key;
     listed.insert(key);
-    if (key.rfind("flash_fwd.cuda.", 0) == 0)  // flash_fwd.cuda.<target>.…
-      targets.insert(key.substr(15, key.find('.', 15) - 15));
+    if (key.rfind(flash, 0) == 0)
+      targets.insert(key.substr(flash.size(), key.find('.', flash.size()) - flash.size()));
   }
   for (const std::string& t : targets) {
     const std::string copy = "flash_fwd_bias_rows.cuda." + t + ".b16";
