@@ -73,12 +73,16 @@ inline const std::vector<std::pair<std::string, std::string>>& cuda_kernel_heade
 
 // The source of a flash_fwd or flash_fwd_bias_rows key, rendered from its op's template.
 inline cuda::CudaSource cuda_source(const VariantKey& key) {
-  // Read once each (the NVRTC tests render keys on every core at once).
-  static const std::string flash_tmpl = source_file("templates/flash_fwd.cuda.cu.tmpl");
-  static const std::string copy_tmpl = source_file("templates/flash_fwd_bias_rows.cuda.cu.tmpl");
+  // Each op's template (named by its schema) read once (the NVRTC tests render keys on every
+  // core at once).
+  auto read_template = [](const OpSchema& schema) {
+    return source_file("templates/" + schema.backend("cuda").template_file);
+  };
+  static const std::string flash_tmpl = read_template(flash_schema());
+  static const std::string copy_tmpl = read_template(bias_rows_schema());
   const bool copy = key.op == bias_rows_schema().op();
-  return {to_string(key) + ".cu",
-          render_variant(copy ? bias_rows_schema() : flash_schema(), key, copy ? copy_tmpl : flash_tmpl, "test"),
+  const OpSchema& schema = copy ? bias_rows_schema() : flash_schema();
+  return {to_string(key) + ".cu", render_variant(schema, key, copy ? copy_tmpl : flash_tmpl, "test"),
           cuda_kernel_headers()};
 }
 

@@ -72,9 +72,11 @@ TEST_CASE("built registry: the bias copy is built in for every CUDA target of th
     if (key.rfind(flash, 0) == 0)
       targets.insert(key.substr(flash.size(), key.find('.', flash.size()) - flash.size()));
   }
+  const std::string variants = kBuildVariants;  // the generator's --variants: searched, empty = all
+  const std::regex selected(variants.empty() ? ".*" : variants);
   for (const std::string& t : targets) {
     const std::string copy = "flash_fwd_bias_rows.cuda." + t + ".b16";
-    if (!std::string(kBuildVariants).empty() && !std::regex_search(copy, std::regex(kBuildVariants))) continue;
+    if (!std::regex_search(copy, selected)) continue;
     INFO(copy);
     CHECK(listed.count(copy) == 1);
   }
