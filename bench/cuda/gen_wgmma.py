@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Writes kernels/ejk/kernels/cuda/wgmma.cuh: the wgmma.mma_async wrappers for the N sizes the
-sm_90a flash kernel uses. Inline PTX needs one operand per accumulator register (N/2 of them),
-which is too long to write by hand and too regular to get wrong by generating.
+"""Writes the wgmma.mma_async wrappers of the sm_90a flash kernel: kernels/ejk/kernels/cuda/
+wgmma.cuh (the class templates, WgmmaSs and WgmmaRs) and one header per element type and N under
+wgmma/ (their specializations), plus wgmma/all.cuh. Inline PTX needs one operand per
+accumulator register (N / 2 of them), which is too long to write by hand and too regular to get
+wrong by generating.
 
-  python3 bench/cuda/gen_wgmma.py > kernels/ejk/kernels/cuda/wgmma.cuh   (from the repository root)
+  python3 bench/cuda/gen_wgmma.py   (from the repository root)
 
-Every NVRTC compile of a key parses the whole header, so it holds only the N sizes a valid
-sm_90a geometry uses: wgmma_ss (S = Q K^T) at N = block_k, wgmma_rs (O += P V) at N =
-head_dim (also where the tiles are padded to a multiple of 64: the B operand then ends inside a
-swizzle atom). The block_k set is read from the geometry itself (flash_fwd_traits.cuh, compiled
-here by the host compiler, $CXX or g++), so the header follows FlashFwdSm90Geometry::valid().
-wgmma_rs also takes N = block_k: S = Q K^T with Q's fragments in registers (q_in_registers).
+A key's NVRTC compile parses only the two headers its template includes (wgmma/n<block_k> and
+n<head_dim>): the specializations of every N in one header cost ~4% of a d128 key's compile
+once each held group forms (bench/cuda/NOTES.md session 29). WgmmaSs (S = Q K^T, both operands
+in shared memory) exists at N = block_k of a valid sm_90a geometry, WgmmaRs (A from registers)
+at N = head_dim (O += P V; also where the tiles are padded to a multiple of 64: the B operand
+then ends inside a swizzle atom) and at N = block_k (S = Q K^T with Q's fragments in registers,
+q_in_registers). The block_k set is read from the geometry itself (flash_fwd_traits.cuh,
+compiled here by the host compiler, $CXX or g++), so the headers follow
+FlashFwdSm90Geometry::valid().
 """
 import os, subprocess, sys, tempfile
 
@@ -52,81 +57,168 @@ def block_ks():
     return tuple((int(bk), q == "1") for bk, q in (line.split() for line in out.splitlines()))
 
 
-def operands(n):
+def acc_list(n):
+    """Macro body: the accumulators as tied asm operands %0 .. %(n / 2 - 1)."""
     return ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
 
 
 def regs(first, count):
-    return ", ".join(f"%{i}" for i in range(first, first + count))
+    return "{" + ", ".join(f"%{i}" for i in range(first, first + count)) + "}"
+
+
+# Group forms issue 4 or 8 k steps of one GEMM as one asm statement: NVVM and ptxas spend time
+# per statement and per tied operand more than per instruction (bench/cuda/NOTES.md session
+# 29). A group starts at a k step that is a multiple of 4, whose descriptors the caller passes
+# (for eight steps also those of step + 4: the next 64-column block of a K-major operand); the
+# steps inside a 4-step block advance them by immediates (16-byte units).
+OPEN = '"{\\n.reg .pred p;\\n.reg .b64 da, db;\\nsetp.ne.b32 p, 1, 0;\\n"'
+CLOSE = '"}\\n"'
+
+
+def step(n, ptx, a, b, tail):
+    return (f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} " EJK_WGMMA_REGS '
+            f'", {a}, {b}, p, 1, 1, {tail};\\n"')
+
+
+def asm(lines, inputs):
+    joined = "\n        ".join([OPEN] + lines + [CLOSE])
+    return f"""    asm volatile(
+        {joined}
+        : EJK_WGMMA_ACC
+        : {inputs});"""
 
 
 def ss(n, elem, ptx):
+    """WgmmaSs<n, elem>: run1 / run4 / run8, A and B K-major in shared memory."""
     k = n // 2
-    return f'''template <>
-__device__ __forceinline__ void wgmma_ss<{n}, Elem::{elem}>(float* d, u64 desc_a, u64 desc_b) {{
-  asm volatile(
-      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-      "{{{regs(0, k)}}}, %{k}, %{k + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-      : {operands(n)}
-      : "l"(desc_a), "l"(desc_b));
-}}
-'''
+    forms = []
+    for steps, bases in ((1, 1), (4, 1), (8, 2)):
+        lines = []
+        for i in range(steps):
+            blk, j = divmod(i, 4)
+            a, b = f"%{k + blk}", f"%{k + bases + blk}"
+            if j:  # 32 bytes (2 units) per k step inside a 64-column block
+                lines.append(f'"add.s64 da, {a}, {2 * j};\\nadd.s64 db, {b}, {2 * j};\\n"')
+                a, b = "da", "db"
+            lines.append(step(n, ptx, a, b, "0, 0"))
+        params = ", ".join([f"u64 a{i}" for i in range(bases)] + [f"u64 b{i}" for i in range(bases)])
+        inputs = ", ".join([f'"l"(a{i})' for i in range(bases)] + [f'"l"(b{i})' for i in range(bases)])
+        forms.append(f"""  static __device__ __forceinline__ void run{steps}(float* d, {params}) {{
+{asm(lines, inputs)}
+  }}""")
+    return f"template <>\nstruct WgmmaSs<{n}, Elem::{elem}> {{\n" + "\n".join(forms) + "\n};\n"
 
 
 def rs(n, elem, ptx):
+    """WgmmaRs<n, elem>: run1 / run4 / run8, A fragments from registers, B in shared memory
+    (kTransB: MN-major, else K-major)."""
     k = n // 2
-    return f'''template <>
-struct WgmmaRs<{n}, Elem::{elem}> {{
-  template <bool kTransB>
-  static __device__ __forceinline__ void run(float* d, const u32 (&a)[4], u64 desc_b) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-        "{{{regs(0, k)}}}, {{{regs(k, 4)}}}, %{k + 4}, p, 1, 1, %{k + 5};\\n}}\\n"
-        : {operands(n)}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(int(kTransB)));
-  }}
-}};
-'''
+    forms = []
+    for steps, bases in ((1, 1), (4, 1), (8, 2)):
+        b0 = k + 4 * steps               # first B descriptor
+        offs = b0 + bases                # the 3 step offsets (groups)
+        trans = offs + (3 if steps > 1 else 0)
+        lines = []
+        for i in range(steps):
+            blk, j = divmod(i, 4)
+            b = f"%{b0 + blk}"
+            if j:
+                lines.append(f'"add.s64 db, {b}, %{offs + j - 1};\\n"')
+                b = "db"
+            lines.append(step(n, ptx, regs(k + 4 * i, 4), b, f"%{trans}"))
+        descs = ", ".join(f'"l"(b{i})' for i in range(bases))
+        params = ", ".join(f"u64 b{i}" for i in range(bases))
+        if steps == 1:
+            frags = ", ".join(f'"r"(a[{r}])' for r in range(4))
+            forms.append(f"""  template <bool kTransB>
+  static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], {params}) {{
+{asm(lines, f'{frags}, {descs}, "n"(int(kTransB))')}
+  }}""")
+        else:
+            forms.append(f"""  // k steps kFirst .. kFirst + {steps - 1} of the caller's fragments.
+  template <bool kTransB, int kFirst, int M>
+  static __device__ __forceinline__ void run{steps}(float* d, const u32 (&a)[M][4], {params}) {{
+    constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
+{asm(lines, f'EJK_WGMMA_FRAGS{steps}, {descs}, "n"(kStep), "n"(2 * kStep), "n"(3 * kStep), "n"(int(kTransB))')}
+  }}""")
+    return f"template <>\nstruct WgmmaRs<{n}, Elem::{elem}> {{\n" + "\n".join(forms) + "\n};\n"
 
 
-def main():
-    print('''// Generated by bench/cuda/gen_wgmma.py. Do not edit.
-// wgmma.mma_async (sm_90a) for D(64 x N, f32) += A(64 x 16) * B(16 x N):
-//   wgmma_ss<N, E>(d, desc_a, desc_b)   A and B from shared memory, both K-major
-//   wgmma_rs<N, E, kTransB>(d, a, desc_b)  A from registers (mma A-fragment layout), B K-major
-//                                          (kTransB false: S = Q K^T, Q held in registers) or
-//                                          MN-major (true: O += P V)
+BASE = '''// Generated by bench/cuda/gen_wgmma.py. Do not edit.
+// wgmma.mma_async (sm_90a) for D(64 x N, f32) += A(64 x 16 K) * B(16 K x N) in K k steps of 16:
+//   WgmmaSs<N, E>::run1(d, desc_a, desc_b)     A and B from shared memory, both K-major
+//   WgmmaRs<N, E>::run1<kTransB>(d, a, desc_b)  A from registers (mma A-fragment layout), B K-major
+//                                              (kTransB false: S = Q K^T, Q held in registers)
+//                                              or MN-major (true: O += P V)
+//   run4 / run8: 4 or 8 k steps in one asm statement (flash_fwd_sm90_steps.cuh issues whole
+//     GEMMs through them: the compile's time goes per statement)
 // d holds the warpgroup's accumulator fragment: N / 2 floats per thread, laid out per warp as
 // an m16n8 C fragment for each 8-column tile (d[4 * t + i]). scale-d is 1 (accumulate);
 // zero the accumulators first. Callers fence, commit and wait (ptx.cuh: wgmma_fence, ...).
+// The specializations live in wgmma/n<N>.cuh: a variant's template includes those of its
+// block_k and head_dim, code that instantiates many variants wgmma/all.cuh.
 #pragma once
 #include "ejk/kernels/cuda/ptx.cuh"
 
 namespace ejk::cuda {
 
-template <int N, Elem E> __device__ __forceinline__ void wgmma_ss(float* d, u64 desc_a, u64 desc_b);
-// One class per (N, E) whose member takes the transpose as a template argument: the PTX
-// immediate must be a constant, and function templates cannot be partially specialized.
+// One class per (N, E) and A operand: the PTX immediates must be constants, and function
+// templates cannot be partially specialized.
+template <int N, Elem E> struct WgmmaSs;
 template <int N, Elem E> struct WgmmaRs;
-template <int N, Elem E, bool kTransB>
-__device__ __forceinline__ void wgmma_rs(float* d, const u32 (&a)[4], u64 desc_b) {
-  WgmmaRs<N, E>::template run<kTransB>(d, a, desc_b);
-}
-''')
+
+}  // namespace ejk::cuda
+'''
+
+
+def shape_header(n, with_ss):
+    frags = {s: ", ".join(f'"r"(a[kFirst + {i}][{r}])' for i in range(s) for r in range(4)) for s in (4, 8)}
+    acc_regs = "{" + ", ".join(f"%{i}" for i in range(n // 2)) + "}"
+    parts = [f"""// Generated by bench/cuda/gen_wgmma.py. Do not edit.
+// wgmma.cuh's wrappers at N = {n}: {"WgmmaSs and " if with_ss else ""}WgmmaRs, bf16 and f16.
+#pragma once
+#include "ejk/kernels/cuda/wgmma.cuh"
+
+namespace ejk::cuda {{
+
+// This header's accumulator operands and registers, spelled once for every form.
+#define EJK_WGMMA_ACC {acc_list(n)}
+#define EJK_WGMMA_REGS "{acc_regs}"
+#define EJK_WGMMA_FRAGS4 {frags[4]}
+#define EJK_WGMMA_FRAGS8 {frags[8]}
+"""]
+    for elem, ptx in TYPES:
+        if with_ss:
+            parts.append(ss(n, elem, ptx))
+        parts.append(rs(n, elem, ptx))
+    parts.append("""#undef EJK_WGMMA_ACC
+#undef EJK_WGMMA_REGS
+#undef EJK_WGMMA_FRAGS4
+#undef EJK_WGMMA_FRAGS8
+
+}  // namespace ejk::cuda
+""")
+    return "\n".join(parts)
+
+
+def main():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "ejk",
+                        "kernels", "cuda")
     ks = block_ks()
-    ss_ns = tuple(bk for bk, _ in ks)
-    rs_ns = sorted({bk for bk, q_regs in ks if q_regs} | set(HEAD_DIMS))
-    print(f"// wgmma_ss: N = {', '.join(map(str, ss_ns))} (block_k); "
-          f"wgmma_rs: N = {', '.join(map(str, rs_ns))} (block_k with Q in registers, head_dim).\n")
-    for n in ss_ns:
-        for elem, ptx in TYPES:
-            print(ss(n, elem, ptx))
-    for n in rs_ns:
-        for elem, ptx in TYPES:
-            print(rs(n, elem, ptx))
-    print("}  // namespace ejk::cuda")
+    ss_ns = {bk for bk, _ in ks}
+    rs_ns = {bk for bk, q_regs in ks if q_regs} | set(HEAD_DIMS)
+    os.makedirs(os.path.join(root, "wgmma"), exist_ok=True)
+    with open(os.path.join(root, "wgmma.cuh"), "w") as f:
+        f.write(BASE)
+    names = []
+    for n in sorted(ss_ns | rs_ns):
+        names.append(f"n{n}.cuh")
+        with open(os.path.join(root, "wgmma", names[-1]), "w") as f:
+            f.write(shape_header(n, n in ss_ns))
+    with open(os.path.join(root, "wgmma", "all.cuh"), "w") as f:
+        f.write("// Generated by bench/cuda/gen_wgmma.py. Do not edit.\n"
+                "// Every wgmma wrapper (code that instantiates many flash variants).\n#pragma once\n" +
+                "".join(f'#include "ejk/kernels/cuda/wgmma/{n}"\n' for n in names))
 
 
 if __name__ == "__main__":

@@ -40,13 +40,14 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// Every header under kernels/ejk/kernels/{common,cuda}, by include path, as the library embeds
-// them (a list here went stale when a header was added).
+// Every header under kernels/ejk/kernels/{common,cuda} and their folders (cuda/wgmma), by
+// include path, as the library embeds them (a list here went stale when a header was added).
 std::vector<std::pair<std::string, std::string>> kernel_headers() {
   std::vector<std::pair<std::string, std::string>> h;
   for (const char* dir : {"ejk/kernels/common", "ejk/kernels/cuda"})
-    for (const auto& e : std::filesystem::directory_iterator(std::string("kernels/") + dir)) {
-      const std::string rel = std::string(dir) + "/" + e.path().filename().string();
+    for (const auto& e : std::filesystem::recursive_directory_iterator(std::string("kernels/") + dir)) {
+      if (!e.is_regular_file()) continue;
+      const std::string rel = std::filesystem::relative(e.path(), "kernels").string();
       h.emplace_back(rel, read_file("kernels/" + rel));
     }
   return h;

@@ -16,6 +16,7 @@
 #endif
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm90.cuh"
+#include "ejk/kernels/cuda/wgmma/all.cuh"  // every variant's wgmma shapes
 
 namespace ejk::check {
 using ejk::cuda::Elem;

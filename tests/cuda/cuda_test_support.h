@@ -57,15 +57,18 @@ inline VariantKey bias_rows_test_key(const std::string& target) {
   return key;
 }
 
-// Every header under kernels/ejk/kernels/{common,cuda}, by include path.
+// Every header under kernels/ejk/kernels/{common,cuda} and their folders (cuda/wgmma), by
+// include path.
 inline const std::vector<std::pair<std::string, std::string>>& cuda_kernel_headers() {
   static const auto headers = [] {
     std::vector<std::pair<std::string, std::string>> h;
     const std::filesystem::path root = std::filesystem::path(source_dir()) / "kernels";
     for (const char* dir : {"ejk/kernels/common", "ejk/kernels/cuda"})
-      for (const auto& e : std::filesystem::directory_iterator(root / dir))
-        h.emplace_back(std::filesystem::relative(e.path(), root).string(),
-                       source_file("kernels/" + std::filesystem::relative(e.path(), root).string()));
+      for (const auto& e : std::filesystem::recursive_directory_iterator(root / dir)) {
+        if (!e.is_regular_file()) continue;
+        const std::string rel = std::filesystem::relative(e.path(), root).string();
+        h.emplace_back(rel, source_file("kernels/" + rel));
+      }
     return h;
   }();
   return headers;

@@ -20,19 +20,41 @@ template <int N> __device__ __forceinline__ void fence_operands(float* d) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The descriptor of k step kk (16 elements along head_dim) of a K-major swizzled tile of `rows`
+// rows: column block kk / 4, 32 bytes per step inside the 128-byte row.
+__device__ __forceinline__ u64 k_major_step(u64 desc, int kk, int rows) {
+  return smem_desc_advance(desc, u32((kk / 4) * rows * 128 + (kk % 4) * 32));
+}
+
+// A GEMM's K k steps (at most 16: head_dim and block_k <= 256) are issued as groups of eight,
+// then of four, as one asm statement each, and the rest (head_dim or block_k no multiple of 4
+// steps) one by one: NVVM and ptxas spend their time per statement, not per instruction
+// (bench/cuda/NOTES.md session 29).
+template <int K> struct KSteps {
+  static_assert(K >= 1 && K <= 16, "flash_fwd sm90: 1 to 16 k steps per GEMM");
+  static constexpr int kGroups8 = K / 8, kGroups4 = K % 8 / 4, kFirstSingle = K / 4 * 4;
+};
+
 // Issues S = Q K^T for the warpgroup's 64 rows (zeroed first): kQkSteps wgmmas (head_dim / 16;
 // a padded tile's zero columns add nothing), both operands K-major in shared memory. The
 // caller fences before and commits/waits after.
 template <class C>
 __device__ __forceinline__ void qk_issue(float (&s)[1][C::kNTiles][4], u32 sQ_wg, u32 sK) {
+  using W = WgmmaSs<C::kBlockK, C::kElem>;
+  using K = KSteps<C::kQkSteps>;
   const u64 a0 = smem_desc_sw128(sQ_wg, 16, 1024), b0 = smem_desc_sw128(sK, 16, 1024);
+  constexpr int kQ = C::kBlockQ, kK = C::kBlockK, k4 = 8 * K::kGroups8;
+  float* d = &s[0][0][0];
+  if constexpr (K::kGroups8 >= 1)
+    W::run8(d, k_major_step(a0, 0, kQ), k_major_step(a0, 4, kQ), k_major_step(b0, 0, kK),
+            k_major_step(b0, 4, kK));
+  if constexpr (K::kGroups8 >= 2)
+    W::run8(d, k_major_step(a0, 8, kQ), k_major_step(a0, 12, kQ), k_major_step(b0, 8, kK),
+            k_major_step(b0, 12, kK));
+  if constexpr (K::kGroups4 > 0) W::run4(d, k_major_step(a0, k4, kQ), k_major_step(b0, k4, kK));
 #pragma unroll
-  for (int kk = 0; kk < C::kQkSteps; ++kk) {
-    // k step kk: column block kk / 4, 32 bytes per 16 elements inside the 128-byte row.
-    const u64 a = smem_desc_advance(a0, (kk / 4) * C::kBlockQ * 128 + (kk % 4) * 32);
-    const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
-    wgmma_ss<C::kBlockK, C::kElem>(&s[0][0][0], a, b);
-  }
+  for (int kk = K::kFirstSingle; kk < C::kQkSteps; ++kk)
+    W::run1(d, k_major_step(a0, kk, kQ), k_major_step(b0, kk, kK));
 }
 
 // Loads the warp's 16 rows of the Q tile as wgmma A fragments (the mma A layout: a[kk] holds
@@ -52,12 +74,19 @@ __device__ __forceinline__ void load_q_fragments(u32 (&qf)[C::kQFragSteps][4], u
 template <class C>
 __device__ __forceinline__ void qk_issue_rs(float (&s)[1][C::kNTiles][4],
                                             const u32 (&qf)[C::kQFragSteps][4], u32 sK) {
+  using W = WgmmaRs<C::kBlockK, C::kElem>;
+  using K = KSteps<C::kQkSteps>;
   const u64 b0 = smem_desc_sw128(sK, 16, 1024);
+  constexpr int kK = C::kBlockK, k4 = 8 * K::kGroups8;
+  float* d = &s[0][0][0];
+  if constexpr (K::kGroups8 >= 1)
+    W::template run8<false, 0>(d, qf, k_major_step(b0, 0, kK), k_major_step(b0, 4, kK));
+  if constexpr (K::kGroups8 >= 2)
+    W::template run8<false, 8>(d, qf, k_major_step(b0, 8, kK), k_major_step(b0, 12, kK));
+  if constexpr (K::kGroups4 > 0) W::template run4<false, k4>(d, qf, k_major_step(b0, k4, kK));
 #pragma unroll
-  for (int kk = 0; kk < C::kQkSteps; ++kk) {
-    const u64 b = smem_desc_advance(b0, (kk / 4) * C::kBlockK * 128 + (kk % 4) * 32);
-    wgmma_rs<C::kBlockK, C::kElem, false>(&s[0][0][0], qf[kk], b);
-  }
+  for (int kk = K::kFirstSingle; kk < C::kQkSteps; ++kk)
+    W::template run1<false>(d, qf[kk], k_major_step(b0, kk, kK));
 }
 
 template <int N> __device__ __forceinline__ void zero(float (&x)[1][N][4]) {
@@ -122,12 +151,21 @@ template <class C>
 __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
                                          const u32 (&a)[C::kBlockK / 16][4], u32 sV) {
   // 64-column blocks LBO apart, 8-row groups SBO 1024 B apart.
+  using W = WgmmaRs<C::kDataDim, C::kElem>;
+  using K = KSteps<C::kBlockK / 16>;
   const u64 b0 = smem_desc_sw128(sV, C::kBlockK * 128, 1024);
+  constexpr int k4 = 8 * K::kGroups8;
+  constexpr u32 kRows16 = 16 * 128;  // keys 16 kk .. 16 kk + 15: 16 rows of V further
+  float* d = &o[0][0][0];
+  if constexpr (K::kGroups8 >= 1)
+    W::template run8<true, 0>(d, a, b0, smem_desc_advance(b0, 4 * kRows16));
+  if constexpr (K::kGroups8 >= 2)
+    W::template run8<true, 8>(d, a, smem_desc_advance(b0, 8 * kRows16),
+                              smem_desc_advance(b0, 12 * kRows16));
+  if constexpr (K::kGroups4 > 0) W::template run4<true, k4>(d, a, smem_desc_advance(b0, k4 * kRows16));
 #pragma unroll
-  for (int kk = 0; kk < C::kBlockK / 16; ++kk) {
-    const u64 b = smem_desc_advance(b0, kk * 16 * 128);  // keys 16 kk .. 16 kk + 15
-    wgmma_rs<C::kDataDim, C::kElem, true>(&o[0][0][0], a[kk], b);
-  }
+  for (int kk = K::kFirstSingle; kk < C::kBlockK / 16; ++kk)
+    W::template run1<true>(d, a[kk], smem_desc_advance(b0, kk * kRows16));
 }
 
 // Online softmax of a new S tile without touching O: returns each row's rescale factor, which
