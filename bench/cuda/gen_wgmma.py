@@ -71,8 +71,16 @@ def regs(first, count):
 # 29). A group starts at a k step that is a multiple of 4, whose descriptors the caller passes
 # (for eight steps also those of step + 4: the next 64-column block of a K-major operand); the
 # steps inside a 4-step block advance them by immediates (16-byte units).
-OPEN = '"{\\n.reg .pred p;\\n.reg .b64 da, db;\\nsetp.ne.b32 p, 1, 0;\\n"'
+OPEN = '"{\\n.reg .pred p;\\n.reg .b64 da, db;\\n.reg .b32 lo, hi;\\nsetp.ne.b32 p, 1, 0;\\n"'
 CLOSE = '"}\\n"'
+
+
+def advance(dst, src, off):
+    """dst = src + off on the descriptor's low word (the 14-bit start address: a tile's steps
+    never carry out of it). A 64-bit add there became UIADD3.64 before each HGMMA, where main's
+    separate statements let ptxas add on the low word alone (head_dim 128 non-causal -1..-2%,
+    session 29 calls 1-5)."""
+    return f'"mov.b64 {{lo, hi}}, {src};\\nadd.u32 lo, lo, {off};\\nmov.b64 {dst}, {{lo, hi}};\\n"'
 
 
 def step(n, ptx, a, b, tail):
@@ -98,7 +106,7 @@ def ss(n, elem, ptx):
             blk, j = divmod(i, 4)
             a, b = f"%{k + blk}", f"%{k + bases + blk}"
             if j:  # 32 bytes (2 units) per k step inside a 64-column block
-                lines.append(f'"add.s64 da, {a}, {2 * j};\\nadd.s64 db, {b}, {2 * j};\\n"')
+                lines += [advance("da", a, 2 * j), advance("db", b, 2 * j)]
                 a, b = "da", "db"
             lines.append(step(n, ptx, a, b, "0, 0"))
         params = ", ".join([f"u64 a{i}" for i in range(bases)] + [f"u64 b{i}" for i in range(bases)])
@@ -123,7 +131,7 @@ def rs(n, elem, ptx):
             blk, j = divmod(i, 4)
             b = f"%{b0 + blk}"
             if j:
-                lines.append(f'"add.s64 db, {b}, %{offs + j - 1};\\n"')
+                lines.append(advance("db", b, f"%{offs + j - 1}"))
                 b = "db"
             lines.append(step(n, ptx, regs(k + 4 * i, 4), b, f"%{trans}"))
         descs = ", ".join(f'"l"(b{i})' for i in range(bases))

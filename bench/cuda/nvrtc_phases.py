@@ -2,7 +2,7 @@
 """Where a cold NVRTC compile of one sm90a flash variant spends its time, per phase.
 
   nvrtc_phases.py [--d 128] [--bq 128] [--bk 128] [--causal] [--segments] [--sinks] [--bias] [--per_item]
-                  [--window] [--softcap] [--runs 5] [--each] [--log] [--ptx FILE] [-- extra NVRTC options]
+                  [--window] [--softcap] [--runs 5] [--each] [--log] [--ptx FILE] [--cubin FILE] [-- extra NVRTC options]
 
 From the repository root, on any machine with libnvrtc.so.13 (no GPU needed): renders
 templates/flash_fwd.cuda.cu.tmpl for the variant, compiles it `--runs` times with the runtime's
@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--each", action="store_true", help="also print each compile, in order, with its rusage")
     ap.add_argument("--log", action="store_true", help="print the last compile's log (ptxas -v)")
     ap.add_argument("--ptx", help="write the last compile's PTX to this file")
+    ap.add_argument("--cubin", help="write the last compile's cubin to this file (text_hash.py compares code)")
     for f in FLAGS:
         ap.add_argument(f"--{f}", action="store_true")
     a, extra = ap.parse_known_args()
@@ -99,6 +100,8 @@ def main():
         print(runs[-1][3])
     if a.ptx:
         open(a.ptx, "wb").write(runs[-1][4])
+    if a.cubin:
+        open(a.cubin, "wb").write(runs[-1][2])
 
 
 if __name__ == "__main__":

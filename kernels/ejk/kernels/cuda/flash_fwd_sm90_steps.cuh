@@ -29,10 +29,14 @@ __device__ __forceinline__ u64 k_major_step(u64 desc, int kk, int rows) {
 // A GEMM's K k steps (at most 16: head_dim and block_k <= 256) are issued as groups of eight,
 // then of four, as one asm statement each, and the rest (head_dim or block_k no multiple of 4
 // steps) one by one: NVVM and ptxas spend their time per statement, not per instruction
-// (bench/cuda/NOTES.md session 29).
-template <int K> struct KSteps {
+// (bench/cuda/NOTES.md session 29: -6.5% of a d128 key's compile). Blocks of three consumer
+// warpgroups (160 registers each) issue every step alone: grouped, their kernels ran 1-3%
+// slower (session 29, call 8); the others' ran as fast.
+template <class C, int K> struct KSteps {
   static_assert(K >= 1 && K <= 16, "flash_fwd sm90: 1 to 16 k steps per GEMM");
-  static constexpr int kGroups8 = K / 8, kGroups4 = K % 8 / 4, kFirstSingle = K / 4 * 4;
+  static constexpr bool kGrouped = C::kConsumers <= 2;
+  static constexpr int kGroups8 = kGrouped ? K / 8 : 0, kGroups4 = kGrouped ? K % 8 / 4 : 0;
+  static constexpr int kFirstSingle = kGrouped ? K / 4 * 4 : 0;
 };
 
 // Issues S = Q K^T for the warpgroup's 64 rows (zeroed first): kQkSteps wgmmas (head_dim / 16;
@@ -41,7 +45,7 @@ template <int K> struct KSteps {
 template <class C>
 __device__ __forceinline__ void qk_issue(float (&s)[1][C::kNTiles][4], u32 sQ_wg, u32 sK) {
   using W = WgmmaSs<C::kBlockK, C::kElem>;
-  using K = KSteps<C::kQkSteps>;
+  using K = KSteps<C, C::kQkSteps>;
   const u64 a0 = smem_desc_sw128(sQ_wg, 16, 1024), b0 = smem_desc_sw128(sK, 16, 1024);
   constexpr int kQ = C::kBlockQ, kK = C::kBlockK, k4 = 8 * K::kGroups8;
   float* d = &s[0][0][0];
@@ -75,7 +79,7 @@ template <class C>
 __device__ __forceinline__ void qk_issue_rs(float (&s)[1][C::kNTiles][4],
                                             const u32 (&qf)[C::kQFragSteps][4], u32 sK) {
   using W = WgmmaRs<C::kBlockK, C::kElem>;
-  using K = KSteps<C::kQkSteps>;
+  using K = KSteps<C, C::kQkSteps>;
   const u64 b0 = smem_desc_sw128(sK, 16, 1024);
   constexpr int kK = C::kBlockK, k4 = 8 * K::kGroups8;
   float* d = &s[0][0][0];
@@ -152,7 +156,7 @@ __device__ __forceinline__ void pv_issue(float (&o)[1][C::kDTiles][4],
                                          const u32 (&a)[C::kBlockK / 16][4], u32 sV) {
   // 64-column blocks LBO apart, 8-row groups SBO 1024 B apart.
   using W = WgmmaRs<C::kDataDim, C::kElem>;
-  using K = KSteps<C::kBlockK / 16>;
+  using K = KSteps<C, C::kBlockK / 16>;
   const u64 b0 = smem_desc_sw128(sV, C::kBlockK * 128, 1024);
   constexpr int k4 = 8 * K::kGroups8;
   constexpr u32 kRows16 = 16 * 128;  // keys 16 kk .. 16 kk + 15: 16 rows of V further

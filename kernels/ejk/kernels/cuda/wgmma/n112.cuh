@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<112, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %56, %57, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<112, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %56, %57, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 2;\nadd.s64 db, %57, 2;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 4;\nadd.s64 db, %57, 4;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 6;\nadd.s64 db, %57, 6;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<112, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %56, %58, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 2;\nadd.s64 db, %58, 2;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %58;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 4;\nadd.s64 db, %58, 4;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %58;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 6;\nadd.s64 db, %58, 6;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %58;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %57, %59, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %57, 2;\nadd.s64 db, %59, 2;\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %59;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %57, 4;\nadd.s64 db, %59, 4;\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %59;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %57, 6;\nadd.s64 db, %59, 6;\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %59;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<112, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %60, p, 1, 1, %61;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<112, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %72, p, 1, 1, %76;\n"
-        "add.s64 db, %72, %73;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %73;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %76;\n"
-        "add.s64 db, %72, %74;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %74;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, db, p, 1, 1, %76;\n"
-        "add.s64 db, %72, %75;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %75;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %76;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<112, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %88, p, 1, 1, %93;\n"
-        "add.s64 db, %88, %90;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %90;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %88, %91;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %91;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %88, %92;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %92;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %93;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %89, p, 1, 1, %93;\n"
-        "add.s64 db, %89, %90;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, %90;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %89, %91;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, %91;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %89, %92;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, %92;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %93;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<112, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", %56, %57, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<112, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", %56, %57, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 2;\nadd.s64 db, %57, 2;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 4;\nadd.s64 db, %57, 4;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 6;\nadd.s64 db, %57, 6;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<112, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", %56, %58, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 2;\nadd.s64 db, %58, 2;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %58;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 4;\nadd.s64 db, %58, 4;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %58;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %56, 6;\nadd.s64 db, %58, 6;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %58;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", %57, %59, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %57, 2;\nadd.s64 db, %59, 2;\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %59;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %57, 4;\nadd.s64 db, %59, 4;\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %59;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %57, 6;\nadd.s64 db, %59, 6;\n"
+        "mov.b64 {lo, hi}, %57;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %59;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<112, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %60, p, 1, 1, %61;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<112, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %72, p, 1, 1, %76;\n"
-        "add.s64 db, %72, %73;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %73;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %76;\n"
-        "add.s64 db, %72, %74;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %74;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, db, p, 1, 1, %76;\n"
-        "add.s64 db, %72, %75;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %75;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %76;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<112, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %88, p, 1, 1, %93;\n"
-        "add.s64 db, %88, %90;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %90;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %88, %91;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %91;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %88, %92;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %92;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %93;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %89, p, 1, 1, %93;\n"
-        "add.s64 db, %89, %90;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, %90;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %89, %91;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, %91;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, db, p, 1, 1, %93;\n"
-        "add.s64 db, %89, %92;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, %92;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %93;\n"
         "}\n"
         : EJK_WGMMA_ACC

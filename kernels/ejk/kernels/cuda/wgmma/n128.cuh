@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<128, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %64, %65, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<128, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %64, %65, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 2;\nadd.s64 db, %65, 2;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 4;\nadd.s64 db, %65, 4;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 6;\nadd.s64 db, %65, 6;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<128, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %64, %66, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 2;\nadd.s64 db, %66, 2;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %66;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 4;\nadd.s64 db, %66, 4;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %66;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 6;\nadd.s64 db, %66, 6;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %66;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %65, %67, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %65, 2;\nadd.s64 db, %67, 2;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %67;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %65, 4;\nadd.s64 db, %67, 4;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %67;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %65, 6;\nadd.s64 db, %67, 6;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %67;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<128, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<128, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %80, p, 1, 1, %84;\n"
-        "add.s64 db, %80, %81;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %81;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %84;\n"
-        "add.s64 db, %80, %82;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %82;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, db, p, 1, 1, %84;\n"
-        "add.s64 db, %80, %83;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %83;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %84;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<128, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %96, p, 1, 1, %101;\n"
-        "add.s64 db, %96, %98;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %98;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %96, %99;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %99;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %96, %100;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %100;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %101;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %97, p, 1, 1, %101;\n"
-        "add.s64 db, %97, %98;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, %98;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %97, %99;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, %99;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %97, %100;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, %100;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %101;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<128, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", %64, %65, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<128, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", %64, %65, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 2;\nadd.s64 db, %65, 2;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 4;\nadd.s64 db, %65, 4;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 6;\nadd.s64 db, %65, 6;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<128, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", %64, %66, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 2;\nadd.s64 db, %66, 2;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %66;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 4;\nadd.s64 db, %66, 4;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %66;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %64, 6;\nadd.s64 db, %66, 6;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %66;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", %65, %67, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %65, 2;\nadd.s64 db, %67, 2;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %67;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %65, 4;\nadd.s64 db, %67, 4;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %67;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %65, 6;\nadd.s64 db, %67, 6;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %67;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<128, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<128, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %80, p, 1, 1, %84;\n"
-        "add.s64 db, %80, %81;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %81;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %84;\n"
-        "add.s64 db, %80, %82;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %82;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, db, p, 1, 1, %84;\n"
-        "add.s64 db, %80, %83;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %83;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %84;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<128, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %96, p, 1, 1, %101;\n"
-        "add.s64 db, %96, %98;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %98;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %96, %99;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %99;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %96, %100;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %100;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %101;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %97, p, 1, 1, %101;\n"
-        "add.s64 db, %97, %98;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, %98;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %97, %99;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, %99;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, db, p, 1, 1, %101;\n"
-        "add.s64 db, %97, %100;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, %100;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %101;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<144, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %72, %73, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<144, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %72, %73, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 2;\nadd.s64 db, %73, 2;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 4;\nadd.s64 db, %73, 4;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 6;\nadd.s64 db, %73, 6;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<144, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %72, %74, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 2;\nadd.s64 db, %74, 2;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %74;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 4;\nadd.s64 db, %74, 4;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %74;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 6;\nadd.s64 db, %74, 6;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %74;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %73, %75, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %73, 2;\nadd.s64 db, %75, 2;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %75;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %73, 4;\nadd.s64 db, %75, 4;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %75;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %73, 6;\nadd.s64 db, %75, 6;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %75;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<144, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %76, p, 1, 1, %77;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<144, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %88, p, 1, 1, %92;\n"
-        "add.s64 db, %88, %89;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %89;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %92;\n"
-        "add.s64 db, %88, %90;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %90;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, db, p, 1, 1, %92;\n"
-        "add.s64 db, %88, %91;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %91;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %92;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<144, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %104, p, 1, 1, %109;\n"
-        "add.s64 db, %104, %106;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %106;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %104, %107;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %107;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %104, %108;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %108;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %109;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %105, p, 1, 1, %109;\n"
-        "add.s64 db, %105, %106;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, %106;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %105, %107;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, %107;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %105, %108;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, %108;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %109;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<144, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", %72, %73, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<144, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", %72, %73, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 2;\nadd.s64 db, %73, 2;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 4;\nadd.s64 db, %73, 4;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 6;\nadd.s64 db, %73, 6;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<144, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", %72, %74, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 2;\nadd.s64 db, %74, 2;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %74;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 4;\nadd.s64 db, %74, 4;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %74;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %72, 6;\nadd.s64 db, %74, 6;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %74;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", %73, %75, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %73, 2;\nadd.s64 db, %75, 2;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %75;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %73, 4;\nadd.s64 db, %75, 4;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %75;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %73, 6;\nadd.s64 db, %75, 6;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %75;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<144, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %76, p, 1, 1, %77;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<144, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %88, p, 1, 1, %92;\n"
-        "add.s64 db, %88, %89;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %89;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %92;\n"
-        "add.s64 db, %88, %90;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %90;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, db, p, 1, 1, %92;\n"
-        "add.s64 db, %88, %91;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, %91;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %92;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<144, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, %104, p, 1, 1, %109;\n"
-        "add.s64 db, %104, %106;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %106;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %104, %107;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %107;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %104, %108;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %108;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %109;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %105, p, 1, 1, %109;\n"
-        "add.s64 db, %105, %106;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, %106;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %105, %107;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, %107;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, db, p, 1, 1, %109;\n"
-        "add.s64 db, %105, %108;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, %108;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %109;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -16,7 +16,7 @@ struct WgmmaRs<16, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%8, %9, %10, %11}, %12, p, 1, 1, %13;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -27,13 +27,13 @@ struct WgmmaRs<16, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%8, %9, %10, %11}, %24, p, 1, 1, %28;\n"
-        "add.s64 db, %24, %25;\n"
+        "mov.b64 {lo, hi}, %24;\nadd.u32 lo, lo, %25;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%12, %13, %14, %15}, db, p, 1, 1, %28;\n"
-        "add.s64 db, %24, %26;\n"
+        "mov.b64 {lo, hi}, %24;\nadd.u32 lo, lo, %26;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%16, %17, %18, %19}, db, p, 1, 1, %28;\n"
-        "add.s64 db, %24, %27;\n"
+        "mov.b64 {lo, hi}, %24;\nadd.u32 lo, lo, %27;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%20, %21, %22, %23}, db, p, 1, 1, %28;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -44,20 +44,20 @@ struct WgmmaRs<16, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%8, %9, %10, %11}, %40, p, 1, 1, %45;\n"
-        "add.s64 db, %40, %42;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %42;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%12, %13, %14, %15}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %40, %43;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %43;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%16, %17, %18, %19}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %40, %44;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %44;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%20, %21, %22, %23}, db, p, 1, 1, %45;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %41, p, 1, 1, %45;\n"
-        "add.s64 db, %41, %42;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, %42;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%28, %29, %30, %31}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %41, %43;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, %43;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %41, %44;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, %44;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %45;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -70,7 +70,7 @@ struct WgmmaRs<16, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%8, %9, %10, %11}, %12, p, 1, 1, %13;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -81,13 +81,13 @@ struct WgmmaRs<16, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%8, %9, %10, %11}, %24, p, 1, 1, %28;\n"
-        "add.s64 db, %24, %25;\n"
+        "mov.b64 {lo, hi}, %24;\nadd.u32 lo, lo, %25;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%12, %13, %14, %15}, db, p, 1, 1, %28;\n"
-        "add.s64 db, %24, %26;\n"
+        "mov.b64 {lo, hi}, %24;\nadd.u32 lo, lo, %26;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%16, %17, %18, %19}, db, p, 1, 1, %28;\n"
-        "add.s64 db, %24, %27;\n"
+        "mov.b64 {lo, hi}, %24;\nadd.u32 lo, lo, %27;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%20, %21, %22, %23}, db, p, 1, 1, %28;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -98,20 +98,20 @@ struct WgmmaRs<16, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%8, %9, %10, %11}, %40, p, 1, 1, %45;\n"
-        "add.s64 db, %40, %42;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %42;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%12, %13, %14, %15}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %40, %43;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %43;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%16, %17, %18, %19}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %40, %44;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %44;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%20, %21, %22, %23}, db, p, 1, 1, %45;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %41, p, 1, 1, %45;\n"
-        "add.s64 db, %41, %42;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, %42;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%28, %29, %30, %31}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %41, %43;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, %43;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, db, p, 1, 1, %45;\n"
-        "add.s64 db, %41, %44;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, %44;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %45;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<160, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %80, %81, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<160, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %80, %81, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 2;\nadd.s64 db, %81, 2;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 4;\nadd.s64 db, %81, 4;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 6;\nadd.s64 db, %81, 6;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<160, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %80, %82, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 2;\nadd.s64 db, %82, 2;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %82;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 4;\nadd.s64 db, %82, 4;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %82;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 6;\nadd.s64 db, %82, 6;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %82;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %81, %83, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %81, 2;\nadd.s64 db, %83, 2;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %83;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %81, 4;\nadd.s64 db, %83, 4;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %83;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %81, 6;\nadd.s64 db, %83, 6;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %83;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<160, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %84, p, 1, 1, %85;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<160, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %96, p, 1, 1, %100;\n"
-        "add.s64 db, %96, %97;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %97;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %100;\n"
-        "add.s64 db, %96, %98;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %98;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, db, p, 1, 1, %100;\n"
-        "add.s64 db, %96, %99;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %99;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %100;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<160, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %112, p, 1, 1, %117;\n"
-        "add.s64 db, %112, %114;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %114;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %112, %115;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %115;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %112, %116;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %116;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %117;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %113, p, 1, 1, %117;\n"
-        "add.s64 db, %113, %114;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, %114;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %113, %115;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, %115;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %113, %116;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, %116;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %117;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<160, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", %80, %81, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<160, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", %80, %81, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 2;\nadd.s64 db, %81, 2;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 4;\nadd.s64 db, %81, 4;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 6;\nadd.s64 db, %81, 6;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<160, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", %80, %82, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 2;\nadd.s64 db, %82, 2;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %82;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 4;\nadd.s64 db, %82, 4;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %82;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %80, 6;\nadd.s64 db, %82, 6;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %82;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", %81, %83, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %81, 2;\nadd.s64 db, %83, 2;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %83;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %81, 4;\nadd.s64 db, %83, 4;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %83;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %81, 6;\nadd.s64 db, %83, 6;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %83;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<160, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %84, p, 1, 1, %85;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<160, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %96, p, 1, 1, %100;\n"
-        "add.s64 db, %96, %97;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %97;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %100;\n"
-        "add.s64 db, %96, %98;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %98;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, db, p, 1, 1, %100;\n"
-        "add.s64 db, %96, %99;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, %99;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %100;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<160, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%80, %81, %82, %83}, %112, p, 1, 1, %117;\n"
-        "add.s64 db, %112, %114;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %114;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%84, %85, %86, %87}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %112, %115;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %115;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %112, %116;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %116;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %117;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %113, p, 1, 1, %117;\n"
-        "add.s64 db, %113, %114;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, %114;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %113, %115;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, %115;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, db, p, 1, 1, %117;\n"
-        "add.s64 db, %113, %116;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, %116;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %117;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<176, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %88, %89, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<176, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %88, %89, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 2;\nadd.s64 db, %89, 2;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 4;\nadd.s64 db, %89, 4;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 6;\nadd.s64 db, %89, 6;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<176, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %88, %90, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 2;\nadd.s64 db, %90, 2;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %90;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 4;\nadd.s64 db, %90, 4;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %90;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 6;\nadd.s64 db, %90, 6;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %90;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %89, %91, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %89, 2;\nadd.s64 db, %91, 2;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %91;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %89, 4;\nadd.s64 db, %91, 4;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %91;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %89, 6;\nadd.s64 db, %91, 6;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %91;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<176, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %92, p, 1, 1, %93;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<176, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %104, p, 1, 1, %108;\n"
-        "add.s64 db, %104, %105;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %105;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %108;\n"
-        "add.s64 db, %104, %106;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %106;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, db, p, 1, 1, %108;\n"
-        "add.s64 db, %104, %107;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %107;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %108;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<176, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %120, p, 1, 1, %125;\n"
-        "add.s64 db, %120, %122;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %122;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %120, %123;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %123;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %120, %124;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %124;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %125;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %121, p, 1, 1, %125;\n"
-        "add.s64 db, %121, %122;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, %122;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %121, %123;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, %123;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %121, %124;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, %124;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %125;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<176, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", %88, %89, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<176, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", %88, %89, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 2;\nadd.s64 db, %89, 2;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 4;\nadd.s64 db, %89, 4;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 6;\nadd.s64 db, %89, 6;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<176, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", %88, %90, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 2;\nadd.s64 db, %90, 2;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %90;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 4;\nadd.s64 db, %90, 4;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %90;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %88, 6;\nadd.s64 db, %90, 6;\n"
+        "mov.b64 {lo, hi}, %88;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %90;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", %89, %91, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %89, 2;\nadd.s64 db, %91, 2;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %91;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %89, 4;\nadd.s64 db, %91, 4;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %91;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %89, 6;\nadd.s64 db, %91, 6;\n"
+        "mov.b64 {lo, hi}, %89;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %91;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<176, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %92, p, 1, 1, %93;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<176, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %104, p, 1, 1, %108;\n"
-        "add.s64 db, %104, %105;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %105;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %108;\n"
-        "add.s64 db, %104, %106;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %106;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, db, p, 1, 1, %108;\n"
-        "add.s64 db, %104, %107;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, %107;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %108;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<176, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%88, %89, %90, %91}, %120, p, 1, 1, %125;\n"
-        "add.s64 db, %120, %122;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %122;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%92, %93, %94, %95}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %120, %123;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %123;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %120, %124;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %124;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %125;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %121, p, 1, 1, %125;\n"
-        "add.s64 db, %121, %122;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, %122;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %121, %123;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, %123;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, db, p, 1, 1, %125;\n"
-        "add.s64 db, %121, %124;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, %124;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %125;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<192, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %96, %97, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<192, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %96, %97, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 2;\nadd.s64 db, %97, 2;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 4;\nadd.s64 db, %97, 4;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 6;\nadd.s64 db, %97, 6;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<192, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %96, %98, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 2;\nadd.s64 db, %98, 2;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %98;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 4;\nadd.s64 db, %98, 4;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %98;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 6;\nadd.s64 db, %98, 6;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %98;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %97, %99, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %97, 2;\nadd.s64 db, %99, 2;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %99;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %97, 4;\nadd.s64 db, %99, 4;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %99;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %97, 6;\nadd.s64 db, %99, 6;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %99;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<192, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %100, p, 1, 1, %101;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<192, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %112, p, 1, 1, %116;\n"
-        "add.s64 db, %112, %113;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %113;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %116;\n"
-        "add.s64 db, %112, %114;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %114;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, db, p, 1, 1, %116;\n"
-        "add.s64 db, %112, %115;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %115;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %116;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<192, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %128, p, 1, 1, %133;\n"
-        "add.s64 db, %128, %130;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %130;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %128, %131;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %131;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %128, %132;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %132;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %133;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %129, p, 1, 1, %133;\n"
-        "add.s64 db, %129, %130;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, %130;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %129, %131;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, %131;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %129, %132;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, %132;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %133;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<192, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", %96, %97, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<192, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", %96, %97, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 2;\nadd.s64 db, %97, 2;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 4;\nadd.s64 db, %97, 4;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 6;\nadd.s64 db, %97, 6;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<192, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", %96, %98, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 2;\nadd.s64 db, %98, 2;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %98;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 4;\nadd.s64 db, %98, 4;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %98;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %96, 6;\nadd.s64 db, %98, 6;\n"
+        "mov.b64 {lo, hi}, %96;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %98;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", %97, %99, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %97, 2;\nadd.s64 db, %99, 2;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %99;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %97, 4;\nadd.s64 db, %99, 4;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %99;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %97, 6;\nadd.s64 db, %99, 6;\n"
+        "mov.b64 {lo, hi}, %97;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %99;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<192, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %100, p, 1, 1, %101;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<192, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %112, p, 1, 1, %116;\n"
-        "add.s64 db, %112, %113;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %113;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %116;\n"
-        "add.s64 db, %112, %114;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %114;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, db, p, 1, 1, %116;\n"
-        "add.s64 db, %112, %115;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, %115;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %116;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<192, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%96, %97, %98, %99}, %128, p, 1, 1, %133;\n"
-        "add.s64 db, %128, %130;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %130;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%100, %101, %102, %103}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %128, %131;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %131;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %128, %132;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %132;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %133;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %129, p, 1, 1, %133;\n"
-        "add.s64 db, %129, %130;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, %130;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %129, %131;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, %131;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, db, p, 1, 1, %133;\n"
-        "add.s64 db, %129, %132;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, %132;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %133;\n"
         "}\n"
         : EJK_WGMMA_ACC

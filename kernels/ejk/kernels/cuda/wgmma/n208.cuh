@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<208, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %104, %105, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<208, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %104, %105, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 2;\nadd.s64 db, %105, 2;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 4;\nadd.s64 db, %105, 4;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 6;\nadd.s64 db, %105, 6;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<208, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %104, %106, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 2;\nadd.s64 db, %106, 2;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %106;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 4;\nadd.s64 db, %106, 4;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %106;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 6;\nadd.s64 db, %106, 6;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %106;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %105, %107, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %105, 2;\nadd.s64 db, %107, 2;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %107;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %105, 4;\nadd.s64 db, %107, 4;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %107;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %105, 6;\nadd.s64 db, %107, 6;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %107;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<208, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %108, p, 1, 1, %109;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<208, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %120, p, 1, 1, %124;\n"
-        "add.s64 db, %120, %121;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %121;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %124;\n"
-        "add.s64 db, %120, %122;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %122;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, db, p, 1, 1, %124;\n"
-        "add.s64 db, %120, %123;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %123;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %124;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<208, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %136, p, 1, 1, %141;\n"
-        "add.s64 db, %136, %138;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %138;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %136, %139;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %139;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %136, %140;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %140;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %141;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %137, p, 1, 1, %141;\n"
-        "add.s64 db, %137, %138;\n"
+        "mov.b64 {lo, hi}, %137;\nadd.u32 lo, lo, %138;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %137, %139;\n"
+        "mov.b64 {lo, hi}, %137;\nadd.u32 lo, lo, %139;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %137, %140;\n"
+        "mov.b64 {lo, hi}, %137;\nadd.u32 lo, lo, %140;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %141;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<208, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", %104, %105, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<208, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", %104, %105, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 2;\nadd.s64 db, %105, 2;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 4;\nadd.s64 db, %105, 4;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 6;\nadd.s64 db, %105, 6;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<208, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", %104, %106, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 2;\nadd.s64 db, %106, 2;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %106;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 4;\nadd.s64 db, %106, 4;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %106;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %104, 6;\nadd.s64 db, %106, 6;\n"
+        "mov.b64 {lo, hi}, %104;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %106;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", %105, %107, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %105, 2;\nadd.s64 db, %107, 2;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %107;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %105, 4;\nadd.s64 db, %107, 4;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %107;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %105, 6;\nadd.s64 db, %107, 6;\n"
+        "mov.b64 {lo, hi}, %105;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %107;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<208, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %108, p, 1, 1, %109;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<208, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %120, p, 1, 1, %124;\n"
-        "add.s64 db, %120, %121;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %121;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %124;\n"
-        "add.s64 db, %120, %122;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %122;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, db, p, 1, 1, %124;\n"
-        "add.s64 db, %120, %123;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, %123;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %124;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<208, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%104, %105, %106, %107}, %136, p, 1, 1, %141;\n"
-        "add.s64 db, %136, %138;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %138;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%108, %109, %110, %111}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %136, %139;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %139;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %136, %140;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %140;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %141;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %137, p, 1, 1, %141;\n"
-        "add.s64 db, %137, %138;\n"
+        "mov.b64 {lo, hi}, %137;\nadd.u32 lo, lo, %138;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %137, %139;\n"
+        "mov.b64 {lo, hi}, %137;\nadd.u32 lo, lo, %139;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, db, p, 1, 1, %141;\n"
-        "add.s64 db, %137, %140;\n"
+        "mov.b64 {lo, hi}, %137;\nadd.u32 lo, lo, %140;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %141;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<224, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %112, %113, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<224, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %112, %113, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 2;\nadd.s64 db, %113, 2;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 4;\nadd.s64 db, %113, 4;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 6;\nadd.s64 db, %113, 6;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<224, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %112, %114, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 2;\nadd.s64 db, %114, 2;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %114;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 4;\nadd.s64 db, %114, 4;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %114;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 6;\nadd.s64 db, %114, 6;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %114;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %113, %115, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %113, 2;\nadd.s64 db, %115, 2;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %115;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %113, 4;\nadd.s64 db, %115, 4;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %115;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %113, 6;\nadd.s64 db, %115, 6;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %115;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<224, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %116, p, 1, 1, %117;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<224, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %128, p, 1, 1, %132;\n"
-        "add.s64 db, %128, %129;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %129;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %132;\n"
-        "add.s64 db, %128, %130;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %130;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, db, p, 1, 1, %132;\n"
-        "add.s64 db, %128, %131;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %131;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %132;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<224, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %144, p, 1, 1, %149;\n"
-        "add.s64 db, %144, %146;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %146;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %144, %147;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %147;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %144, %148;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %148;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %149;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %145, p, 1, 1, %149;\n"
-        "add.s64 db, %145, %146;\n"
+        "mov.b64 {lo, hi}, %145;\nadd.u32 lo, lo, %146;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %145, %147;\n"
+        "mov.b64 {lo, hi}, %145;\nadd.u32 lo, lo, %147;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %145, %148;\n"
+        "mov.b64 {lo, hi}, %145;\nadd.u32 lo, lo, %148;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %149;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<224, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", %112, %113, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<224, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", %112, %113, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 2;\nadd.s64 db, %113, 2;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 4;\nadd.s64 db, %113, 4;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 6;\nadd.s64 db, %113, 6;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<224, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", %112, %114, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 2;\nadd.s64 db, %114, 2;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %114;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 4;\nadd.s64 db, %114, 4;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %114;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %112, 6;\nadd.s64 db, %114, 6;\n"
+        "mov.b64 {lo, hi}, %112;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %114;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", %113, %115, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %113, 2;\nadd.s64 db, %115, 2;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %115;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %113, 4;\nadd.s64 db, %115, 4;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %115;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %113, 6;\nadd.s64 db, %115, 6;\n"
+        "mov.b64 {lo, hi}, %113;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %115;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<224, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %116, p, 1, 1, %117;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<224, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %128, p, 1, 1, %132;\n"
-        "add.s64 db, %128, %129;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %129;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %132;\n"
-        "add.s64 db, %128, %130;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %130;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, db, p, 1, 1, %132;\n"
-        "add.s64 db, %128, %131;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, %131;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %132;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<224, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%112, %113, %114, %115}, %144, p, 1, 1, %149;\n"
-        "add.s64 db, %144, %146;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %146;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%116, %117, %118, %119}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %144, %147;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %147;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %144, %148;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %148;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %149;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %145, p, 1, 1, %149;\n"
-        "add.s64 db, %145, %146;\n"
+        "mov.b64 {lo, hi}, %145;\nadd.u32 lo, lo, %146;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %145, %147;\n"
+        "mov.b64 {lo, hi}, %145;\nadd.u32 lo, lo, %147;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, db, p, 1, 1, %149;\n"
-        "add.s64 db, %145, %148;\n"
+        "mov.b64 {lo, hi}, %145;\nadd.u32 lo, lo, %148;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %149;\n"
         "}\n"
         : EJK_WGMMA_ACC

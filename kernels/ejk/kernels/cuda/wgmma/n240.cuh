@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<240, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %120, %121, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<240, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %120, %121, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 2;\nadd.s64 db, %121, 2;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 4;\nadd.s64 db, %121, 4;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 6;\nadd.s64 db, %121, 6;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<240, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %120, %122, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 2;\nadd.s64 db, %122, 2;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %122;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 4;\nadd.s64 db, %122, 4;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %122;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 6;\nadd.s64 db, %122, 6;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %122;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %121, %123, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %121, 2;\nadd.s64 db, %123, 2;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %123;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %121, 4;\nadd.s64 db, %123, 4;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %123;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %121, 6;\nadd.s64 db, %123, 6;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %123;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<240, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %124, p, 1, 1, %125;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<240, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %136, p, 1, 1, %140;\n"
-        "add.s64 db, %136, %137;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %137;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %140;\n"
-        "add.s64 db, %136, %138;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %138;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, db, p, 1, 1, %140;\n"
-        "add.s64 db, %136, %139;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %139;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %140;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<240, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %152, p, 1, 1, %157;\n"
-        "add.s64 db, %152, %154;\n"
+        "mov.b64 {lo, hi}, %152;\nadd.u32 lo, lo, %154;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %152, %155;\n"
+        "mov.b64 {lo, hi}, %152;\nadd.u32 lo, lo, %155;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %152, %156;\n"
+        "mov.b64 {lo, hi}, %152;\nadd.u32 lo, lo, %156;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %157;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, %153, p, 1, 1, %157;\n"
-        "add.s64 db, %153, %154;\n"
+        "mov.b64 {lo, hi}, %153;\nadd.u32 lo, lo, %154;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %153, %155;\n"
+        "mov.b64 {lo, hi}, %153;\nadd.u32 lo, lo, %155;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%144, %145, %146, %147}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %153, %156;\n"
+        "mov.b64 {lo, hi}, %153;\nadd.u32 lo, lo, %156;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%148, %149, %150, %151}, db, p, 1, 1, %157;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<240, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", %120, %121, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<240, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", %120, %121, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 2;\nadd.s64 db, %121, 2;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 4;\nadd.s64 db, %121, 4;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 6;\nadd.s64 db, %121, 6;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<240, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", %120, %122, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 2;\nadd.s64 db, %122, 2;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %122;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 4;\nadd.s64 db, %122, 4;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %122;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %120, 6;\nadd.s64 db, %122, 6;\n"
+        "mov.b64 {lo, hi}, %120;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %122;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", %121, %123, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %121, 2;\nadd.s64 db, %123, 2;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %123;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %121, 4;\nadd.s64 db, %123, 4;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %123;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %121, 6;\nadd.s64 db, %123, 6;\n"
+        "mov.b64 {lo, hi}, %121;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %123;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<240, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %124, p, 1, 1, %125;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<240, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %136, p, 1, 1, %140;\n"
-        "add.s64 db, %136, %137;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %137;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %140;\n"
-        "add.s64 db, %136, %138;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %138;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, db, p, 1, 1, %140;\n"
-        "add.s64 db, %136, %139;\n"
+        "mov.b64 {lo, hi}, %136;\nadd.u32 lo, lo, %139;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %140;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<240, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%120, %121, %122, %123}, %152, p, 1, 1, %157;\n"
-        "add.s64 db, %152, %154;\n"
+        "mov.b64 {lo, hi}, %152;\nadd.u32 lo, lo, %154;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%124, %125, %126, %127}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %152, %155;\n"
+        "mov.b64 {lo, hi}, %152;\nadd.u32 lo, lo, %155;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %152, %156;\n"
+        "mov.b64 {lo, hi}, %152;\nadd.u32 lo, lo, %156;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %157;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, %153, p, 1, 1, %157;\n"
-        "add.s64 db, %153, %154;\n"
+        "mov.b64 {lo, hi}, %153;\nadd.u32 lo, lo, %154;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %153, %155;\n"
+        "mov.b64 {lo, hi}, %153;\nadd.u32 lo, lo, %155;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%144, %145, %146, %147}, db, p, 1, 1, %157;\n"
-        "add.s64 db, %153, %156;\n"
+        "mov.b64 {lo, hi}, %153;\nadd.u32 lo, lo, %156;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%148, %149, %150, %151}, db, p, 1, 1, %157;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<256, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %128, %129, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<256, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %128, %129, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 2;\nadd.s64 db, %129, 2;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 4;\nadd.s64 db, %129, 4;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 6;\nadd.s64 db, %129, 6;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<256, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %128, %130, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 2;\nadd.s64 db, %130, 2;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %130;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 4;\nadd.s64 db, %130, 4;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %130;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 6;\nadd.s64 db, %130, 6;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %130;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %129, %131, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %129, 2;\nadd.s64 db, %131, 2;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %131;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %129, 4;\nadd.s64 db, %131, 4;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %131;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %129, 6;\nadd.s64 db, %131, 6;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %131;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<256, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %132, p, 1, 1, %133;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<256, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %144, p, 1, 1, %148;\n"
-        "add.s64 db, %144, %145;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %145;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %148;\n"
-        "add.s64 db, %144, %146;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %146;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, db, p, 1, 1, %148;\n"
-        "add.s64 db, %144, %147;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %147;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %148;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<256, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %160, p, 1, 1, %165;\n"
-        "add.s64 db, %160, %162;\n"
+        "mov.b64 {lo, hi}, %160;\nadd.u32 lo, lo, %162;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %160, %163;\n"
+        "mov.b64 {lo, hi}, %160;\nadd.u32 lo, lo, %163;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %160, %164;\n"
+        "mov.b64 {lo, hi}, %160;\nadd.u32 lo, lo, %164;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %165;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%144, %145, %146, %147}, %161, p, 1, 1, %165;\n"
-        "add.s64 db, %161, %162;\n"
+        "mov.b64 {lo, hi}, %161;\nadd.u32 lo, lo, %162;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%148, %149, %150, %151}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %161, %163;\n"
+        "mov.b64 {lo, hi}, %161;\nadd.u32 lo, lo, %163;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%152, %153, %154, %155}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %161, %164;\n"
+        "mov.b64 {lo, hi}, %161;\nadd.u32 lo, lo, %164;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%156, %157, %158, %159}, db, p, 1, 1, %165;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<256, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", %128, %129, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<256, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", %128, %129, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 2;\nadd.s64 db, %129, 2;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 4;\nadd.s64 db, %129, 4;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 6;\nadd.s64 db, %129, 6;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<256, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", %128, %130, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 2;\nadd.s64 db, %130, 2;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %130;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 4;\nadd.s64 db, %130, 4;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %130;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %128, 6;\nadd.s64 db, %130, 6;\n"
+        "mov.b64 {lo, hi}, %128;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %130;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", %129, %131, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %129, 2;\nadd.s64 db, %131, 2;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %131;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %129, 4;\nadd.s64 db, %131, 4;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %131;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %129, 6;\nadd.s64 db, %131, 6;\n"
+        "mov.b64 {lo, hi}, %129;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %131;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<256, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %132, p, 1, 1, %133;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<256, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %144, p, 1, 1, %148;\n"
-        "add.s64 db, %144, %145;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %145;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %148;\n"
-        "add.s64 db, %144, %146;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %146;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, db, p, 1, 1, %148;\n"
-        "add.s64 db, %144, %147;\n"
+        "mov.b64 {lo, hi}, %144;\nadd.u32 lo, lo, %147;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %148;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<256, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%128, %129, %130, %131}, %160, p, 1, 1, %165;\n"
-        "add.s64 db, %160, %162;\n"
+        "mov.b64 {lo, hi}, %160;\nadd.u32 lo, lo, %162;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%132, %133, %134, %135}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %160, %163;\n"
+        "mov.b64 {lo, hi}, %160;\nadd.u32 lo, lo, %163;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%136, %137, %138, %139}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %160, %164;\n"
+        "mov.b64 {lo, hi}, %160;\nadd.u32 lo, lo, %164;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%140, %141, %142, %143}, db, p, 1, 1, %165;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%144, %145, %146, %147}, %161, p, 1, 1, %165;\n"
-        "add.s64 db, %161, %162;\n"
+        "mov.b64 {lo, hi}, %161;\nadd.u32 lo, lo, %162;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%148, %149, %150, %151}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %161, %163;\n"
+        "mov.b64 {lo, hi}, %161;\nadd.u32 lo, lo, %163;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%152, %153, %154, %155}, db, p, 1, 1, %165;\n"
-        "add.s64 db, %161, %164;\n"
+        "mov.b64 {lo, hi}, %161;\nadd.u32 lo, lo, %164;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%156, %157, %158, %159}, db, p, 1, 1, %165;\n"
         "}\n"
         : EJK_WGMMA_ACC

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<64, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %32, %33, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<64, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %32, %33, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 2;\nadd.s64 db, %33, 2;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 4;\nadd.s64 db, %33, 4;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 6;\nadd.s64 db, %33, 6;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<64, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %32, %34, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 2;\nadd.s64 db, %34, 2;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %34;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 4;\nadd.s64 db, %34, 4;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %34;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 6;\nadd.s64 db, %34, 6;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %34;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %33, %35, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %33, 2;\nadd.s64 db, %35, 2;\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %35;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %33, 4;\nadd.s64 db, %35, 4;\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %35;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %33, 6;\nadd.s64 db, %35, 6;\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %35;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<64, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<64, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %48, p, 1, 1, %52;\n"
-        "add.s64 db, %48, %49;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %49;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %52;\n"
-        "add.s64 db, %48, %50;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %50;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, db, p, 1, 1, %52;\n"
-        "add.s64 db, %48, %51;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %51;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %52;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<64, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %64, p, 1, 1, %69;\n"
-        "add.s64 db, %64, %66;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %64, %67;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %67;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %64, %68;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %68;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %69;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %65, p, 1, 1, %69;\n"
-        "add.s64 db, %65, %66;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %65, %67;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, %67;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %65, %68;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, %68;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %69;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<64, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", %32, %33, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<64, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", %32, %33, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 2;\nadd.s64 db, %33, 2;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 4;\nadd.s64 db, %33, 4;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 6;\nadd.s64 db, %33, 6;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<64, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", %32, %34, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 2;\nadd.s64 db, %34, 2;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %34;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 4;\nadd.s64 db, %34, 4;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %34;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %32, 6;\nadd.s64 db, %34, 6;\n"
+        "mov.b64 {lo, hi}, %32;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %34;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", %33, %35, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %33, 2;\nadd.s64 db, %35, 2;\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %35;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %33, 4;\nadd.s64 db, %35, 4;\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %35;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %33, 6;\nadd.s64 db, %35, 6;\n"
+        "mov.b64 {lo, hi}, %33;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %35;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<64, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<64, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %48, p, 1, 1, %52;\n"
-        "add.s64 db, %48, %49;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %49;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %52;\n"
-        "add.s64 db, %48, %50;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %50;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, db, p, 1, 1, %52;\n"
-        "add.s64 db, %48, %51;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %51;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %52;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<64, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %64, p, 1, 1, %69;\n"
-        "add.s64 db, %64, %66;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %64, %67;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %67;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %64, %68;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %68;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %69;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %65, p, 1, 1, %69;\n"
-        "add.s64 db, %65, %66;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %65, %67;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, %67;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, db, p, 1, 1, %69;\n"
-        "add.s64 db, %65, %68;\n"
+        "mov.b64 {lo, hi}, %65;\nadd.u32 lo, lo, %68;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %69;\n"
         "}\n"
         : EJK_WGMMA_ACC

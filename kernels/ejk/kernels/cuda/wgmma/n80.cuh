@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<80, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %40, %41, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<80, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %40, %41, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 2;\nadd.s64 db, %41, 2;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 4;\nadd.s64 db, %41, 4;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 6;\nadd.s64 db, %41, 6;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<80, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %40, %42, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 2;\nadd.s64 db, %42, 2;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %42;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 4;\nadd.s64 db, %42, 4;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %42;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 6;\nadd.s64 db, %42, 6;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %42;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %41, %43, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %41, 2;\nadd.s64 db, %43, 2;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %43;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %41, 4;\nadd.s64 db, %43, 4;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %43;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %41, 6;\nadd.s64 db, %43, 6;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %43;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<80, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, %44, p, 1, 1, %45;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<80, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, %56, p, 1, 1, %60;\n"
-        "add.s64 db, %56, %57;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %57;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %60;\n"
-        "add.s64 db, %56, %58;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %58;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, db, p, 1, 1, %60;\n"
-        "add.s64 db, %56, %59;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %59;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %60;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<80, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, %72, p, 1, 1, %77;\n"
-        "add.s64 db, %72, %74;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %74;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %72, %75;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %75;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %72, %76;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %76;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %77;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %73, p, 1, 1, %77;\n"
-        "add.s64 db, %73, %74;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, %74;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %73, %75;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, %75;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %73, %76;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, %76;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %77;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<80, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", %40, %41, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<80, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", %40, %41, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 2;\nadd.s64 db, %41, 2;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 4;\nadd.s64 db, %41, 4;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 6;\nadd.s64 db, %41, 6;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<80, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", %40, %42, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 2;\nadd.s64 db, %42, 2;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %42;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 4;\nadd.s64 db, %42, 4;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %42;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %40, 6;\nadd.s64 db, %42, 6;\n"
+        "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %42;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", %41, %43, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %41, 2;\nadd.s64 db, %43, 2;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %43;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %41, 4;\nadd.s64 db, %43, 4;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %43;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %41, 6;\nadd.s64 db, %43, 6;\n"
+        "mov.b64 {lo, hi}, %41;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %43;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<80, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, %44, p, 1, 1, %45;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<80, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, %56, p, 1, 1, %60;\n"
-        "add.s64 db, %56, %57;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %57;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %60;\n"
-        "add.s64 db, %56, %58;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %58;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, db, p, 1, 1, %60;\n"
-        "add.s64 db, %56, %59;\n"
+        "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %59;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %60;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<80, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%40, %41, %42, %43}, %72, p, 1, 1, %77;\n"
-        "add.s64 db, %72, %74;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %74;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%44, %45, %46, %47}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %72, %75;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %75;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %72, %76;\n"
+        "mov.b64 {lo, hi}, %72;\nadd.u32 lo, lo, %76;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %77;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, %73, p, 1, 1, %77;\n"
-        "add.s64 db, %73, %74;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, %74;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %73, %75;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, %75;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, db, p, 1, 1, %77;\n"
-        "add.s64 db, %73, %76;\n"
+        "mov.b64 {lo, hi}, %73;\nadd.u32 lo, lo, %76;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %77;\n"
         "}\n"
         : EJK_WGMMA_ACC

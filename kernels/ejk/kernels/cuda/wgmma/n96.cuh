@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<96, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %48, %49, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -23,13 +23,16 @@ struct WgmmaSs<96, Elem::bf16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %48, %49, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 2;\nadd.s64 db, %49, 2;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 4;\nadd.s64 db, %49, 4;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 6;\nadd.s64 db, %49, 6;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -37,20 +40,26 @@ struct WgmmaSs<96, Elem::bf16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %48, %50, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 2;\nadd.s64 db, %50, 2;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %50;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 4;\nadd.s64 db, %50, 4;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %50;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 6;\nadd.s64 db, %50, 6;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %50;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %49, %51, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %49, 2;\nadd.s64 db, %51, 2;\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %51;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %49, 4;\nadd.s64 db, %51, 4;\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %51;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %49, 6;\nadd.s64 db, %51, 6;\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %51;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -63,7 +72,7 @@ struct WgmmaRs<96, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %52, p, 1, 1, %53;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -74,13 +83,13 @@ struct WgmmaRs<96, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %64, p, 1, 1, %68;\n"
-        "add.s64 db, %64, %65;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %65;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %68;\n"
-        "add.s64 db, %64, %66;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, db, p, 1, 1, %68;\n"
-        "add.s64 db, %64, %67;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %67;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %68;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -91,20 +100,20 @@ struct WgmmaRs<96, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %80, p, 1, 1, %85;\n"
-        "add.s64 db, %80, %82;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %82;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %80, %83;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %83;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %80, %84;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %84;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %85;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %81, p, 1, 1, %85;\n"
-        "add.s64 db, %81, %82;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, %82;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %81, %83;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, %83;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %81, %84;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, %84;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %85;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -116,7 +125,7 @@ template <>
 struct WgmmaSs<96, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", %48, %49, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -124,13 +133,16 @@ struct WgmmaSs<96, Elem::f16> {
   }
   static __device__ __forceinline__ void run4(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", %48, %49, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 2;\nadd.s64 db, %49, 2;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 4;\nadd.s64 db, %49, 4;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 6;\nadd.s64 db, %49, 6;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -138,20 +150,26 @@ struct WgmmaSs<96, Elem::f16> {
   }
   static __device__ __forceinline__ void run8(float* d, u64 a0, u64 a1, u64 b0, u64 b1) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", %48, %50, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 2;\nadd.s64 db, %50, 2;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %50;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 4;\nadd.s64 db, %50, 4;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %50;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %48, 6;\nadd.s64 db, %50, 6;\n"
+        "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %50;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", %49, %51, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %49, 2;\nadd.s64 db, %51, 2;\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 2;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %51;\nadd.u32 lo, lo, 2;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %49, 4;\nadd.s64 db, %51, 4;\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 4;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %51;\nadd.u32 lo, lo, 4;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
-        "add.s64 da, %49, 6;\nadd.s64 db, %51, 6;\n"
+        "mov.b64 {lo, hi}, %49;\nadd.u32 lo, lo, 6;\nmov.b64 da, {lo, hi};\n"
+        "mov.b64 {lo, hi}, %51;\nadd.u32 lo, lo, 6;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", da, db, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -164,7 +182,7 @@ struct WgmmaRs<96, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %52, p, 1, 1, %53;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -175,13 +193,13 @@ struct WgmmaRs<96, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %64, p, 1, 1, %68;\n"
-        "add.s64 db, %64, %65;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %65;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %68;\n"
-        "add.s64 db, %64, %66;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, db, p, 1, 1, %68;\n"
-        "add.s64 db, %64, %67;\n"
+        "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %67;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %68;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -192,20 +210,20 @@ struct WgmmaRs<96, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%48, %49, %50, %51}, %80, p, 1, 1, %85;\n"
-        "add.s64 db, %80, %82;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %82;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%52, %53, %54, %55}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %80, %83;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %83;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%56, %57, %58, %59}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %80, %84;\n"
+        "mov.b64 {lo, hi}, %80;\nadd.u32 lo, lo, %84;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%60, %61, %62, %63}, db, p, 1, 1, %85;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%64, %65, %66, %67}, %81, p, 1, 1, %85;\n"
-        "add.s64 db, %81, %82;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, %82;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%68, %69, %70, %71}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %81, %83;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, %83;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%72, %73, %74, %75}, db, p, 1, 1, %85;\n"
-        "add.s64 db, %81, %84;\n"
+        "mov.b64 {lo, hi}, %81;\nadd.u32 lo, lo, %84;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%76, %77, %78, %79}, db, p, 1, 1, %85;\n"
         "}\n"
         : EJK_WGMMA_ACC
