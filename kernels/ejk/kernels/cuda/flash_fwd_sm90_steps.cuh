@@ -29,9 +29,9 @@ __device__ __forceinline__ u64 k_major_step(u64 desc, int kk, int rows) {
 // A GEMM's K k steps (at most 16: head_dim and block_k <= 256) are issued as groups of eight,
 // then of four, as one asm statement each, and the rest (head_dim or block_k no multiple of 4
 // steps) one by one: NVVM and ptxas spend their time per statement, not per instruction
-// (bench/cuda/NOTES.md session 29: -6.5% of a d128 key's compile). Blocks of three consumer
+// (bench/cuda/NOTES.md session 29: -6.4% of a d128 key's compile). Blocks of three consumer
 // warpgroups (160 registers each) issue every step alone: grouped, their kernels ran 1-3%
-// slower (session 29, call 8); the others' ran as fast.
+// slower (session 29, call 8); the others ran as fast as before, within the A/Bs' noise.
 template <class C, int K> struct KSteps {
   static_assert(K >= 1 && K <= 16, "flash_fwd sm90: 1 to 16 k steps per GEMM");
   static constexpr bool kGrouped = C::kConsumers <= 2;
