@@ -71,8 +71,17 @@ def regs(first, count):
 # 29). A group starts at a k step that is a multiple of 4, whose descriptors the caller passes
 # (for eight steps also those of step + 4: the next 64-column block of a K-major operand); the
 # steps inside a 4-step block advance them by immediates (16-byte units).
-OPEN = '"{\\n.reg .pred p;\\n.reg .b64 da, db;\\n.reg .b32 lo, hi;\\nsetp.ne.b32 p, 1, 0;\\n"'
 CLOSE = '"}\\n"'
+
+
+SS_TEMPS = ".reg .b64 da, db;\\n.reg .b32 lo, hi;\\n"  # a group's descriptors (advance)
+RS_TEMPS = ".reg .b64 db;\\n.reg .b32 lo, hi;\\n"
+
+
+def open_scope(temps):
+    """The statement's scope: the scale-d predicate, and the descriptor temporaries a group's
+    steps need (none for one step)."""
+    return f'"{{\\n.reg .pred p;\\n{temps}setp.ne.b32 p, 1, 0;\\n"'
 
 
 def advance(dst, src, off):
@@ -88,8 +97,8 @@ def step(n, ptx, a, b, tail):
             f'", {a}, {b}, p, 1, 1, {tail};\\n"')
 
 
-def asm(lines, inputs):
-    joined = "\n        ".join([OPEN] + lines + [CLOSE])
+def asm(lines, inputs, temps=""):
+    joined = "\n        ".join([open_scope(temps)] + lines + [CLOSE])
     return f"""    asm volatile(
         {joined}
         : EJK_WGMMA_ACC
@@ -100,7 +109,8 @@ def ss(n, elem, ptx):
     """WgmmaSs<n, elem>: run1 / run4 / run8, A and B K-major in shared memory."""
     k = n // 2
     forms = []
-    for steps, bases in ((1, 1), (4, 1), (8, 2)):
+    for steps in (1, 4, 8):
+        bases = (steps + 3) // 4  # descriptors per operand: one per 4-step block
         lines = []
         for i in range(steps):
             blk, j = divmod(i, 4)
@@ -112,7 +122,7 @@ def ss(n, elem, ptx):
         params = ", ".join([f"u64 a{i}" for i in range(bases)] + [f"u64 b{i}" for i in range(bases)])
         inputs = ", ".join([f'"l"(a{i})' for i in range(bases)] + [f'"l"(b{i})' for i in range(bases)])
         forms.append(f"""  static __device__ __forceinline__ void run{steps}(float* d, {params}) {{
-{asm(lines, inputs)}
+{asm(lines, inputs, SS_TEMPS if steps > 1 else "")}
   }}""")
     return f"template <>\nstruct WgmmaSs<{n}, Elem::{elem}> {{\n" + "\n".join(forms) + "\n};\n"
 
@@ -122,9 +132,10 @@ def rs(n, elem, ptx):
     (kTransB: MN-major, else K-major)."""
     k = n // 2
     forms = []
-    for steps, bases in ((1, 1), (4, 1), (8, 2)):
-        b0 = k + 4 * steps               # first B descriptor
-        offs = b0 + bases                # the 3 step offsets (groups)
+    for steps in (1, 4, 8):
+        bases = (steps + 3) // 4  # B descriptors: one per 4-step block
+        b0 = k + 4 * steps  # first B descriptor
+        offs = b0 + bases   # the 3 step offsets (groups)
         trans = offs + (3 if steps > 1 else 0)
         lines = []
         for i in range(steps):
@@ -147,7 +158,7 @@ def rs(n, elem, ptx):
   template <bool kTransB, int kFirst, int M>
   static __device__ __forceinline__ void run{steps}(float* d, const u32 (&a)[M][4], {params}) {{
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
-{asm(lines, f'EJK_WGMMA_FRAGS{steps}, {descs}, "n"(kStep), "n"(2 * kStep), "n"(3 * kStep), "n"(int(kTransB))')}
+{asm(lines, f'EJK_WGMMA_FRAGS{steps}, {descs}, "n"(kStep), "n"(2 * kStep), "n"(3 * kStep), "n"(int(kTransB))', RS_TEMPS)}
   }}""")
     return f"template <>\nstruct WgmmaRs<{n}, Elem::{elem}> {{\n" + "\n".join(forms) + "\n};\n"
 

@@ -16,7 +16,7 @@ struct WgmmaRs<48, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %28, p, 1, 1, %29;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -27,7 +27,7 @@ struct WgmmaRs<48, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %40, p, 1, 1, %44;\n"
         "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %41;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%28, %29, %30, %31}, db, p, 1, 1, %44;\n"
@@ -44,7 +44,7 @@ struct WgmmaRs<48, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %56, p, 1, 1, %61;\n"
         "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %58;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%28, %29, %30, %31}, db, p, 1, 1, %61;\n"
@@ -70,7 +70,7 @@ struct WgmmaRs<48, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %28, p, 1, 1, %29;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -81,7 +81,7 @@ struct WgmmaRs<48, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %40, p, 1, 1, %44;\n"
         "mov.b64 {lo, hi}, %40;\nadd.u32 lo, lo, %41;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%28, %29, %30, %31}, db, p, 1, 1, %44;\n"
@@ -98,7 +98,7 @@ struct WgmmaRs<48, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%24, %25, %26, %27}, %56, p, 1, 1, %61;\n"
         "mov.b64 {lo, hi}, %56;\nadd.u32 lo, lo, %58;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%28, %29, %30, %31}, db, p, 1, 1, %61;\n"

@@ -15,7 +15,7 @@ template <>
 struct WgmmaSs<64, Elem::bf16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", %32, %33, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -72,7 +72,7 @@ struct WgmmaRs<64, Elem::bf16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -83,7 +83,7 @@ struct WgmmaRs<64, Elem::bf16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %48, p, 1, 1, %52;\n"
         "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %49;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %52;\n"
@@ -100,7 +100,7 @@ struct WgmmaRs<64, Elem::bf16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %64, p, 1, 1, %69;\n"
         "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %69;\n"
@@ -125,7 +125,7 @@ template <>
 struct WgmmaSs<64, Elem::f16> {
   static __device__ __forceinline__ void run1(float* d, u64 a0, u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", %32, %33, p, 1, 1, 0, 0;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -182,7 +182,7 @@ struct WgmmaRs<64, Elem::f16> {
   template <bool kTransB>
   static __device__ __forceinline__ void run1(float* d, const u32 (&a)[4], u64 b0) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
         "}\n"
         : EJK_WGMMA_ACC
@@ -193,7 +193,7 @@ struct WgmmaRs<64, Elem::f16> {
   static __device__ __forceinline__ void run4(float* d, const u32 (&a)[M][4], u64 b0) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %48, p, 1, 1, %52;\n"
         "mov.b64 {lo, hi}, %48;\nadd.u32 lo, lo, %49;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %52;\n"
@@ -210,7 +210,7 @@ struct WgmmaRs<64, Elem::f16> {
   static __device__ __forceinline__ void run8(float* d, const u32 (&a)[M][4], u64 b0, u64 b1) {
     constexpr int kStep = kTransB ? 128 : 2;  // 16 rows (MN-major) or 32 bytes (K-major)
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 db;\n.reg .b32 lo, hi;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%32, %33, %34, %35}, %64, p, 1, 1, %69;\n"
         "mov.b64 {lo, hi}, %64;\nadd.u32 lo, lo, %66;\nmov.b64 db, {lo, hi};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " EJK_WGMMA_REGS ", {%36, %37, %38, %39}, db, p, 1, 1, %69;\n"
