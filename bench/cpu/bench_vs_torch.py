@@ -4,7 +4,7 @@ scaled_dot_product_attention on the same shapes, the same thread count, in one r
 
   python3 bench/cpu/bench_vs_torch.py [--ejk build/cli/ejk] [--threads 2] [--iters 5] [--rounds 5]
 
-Shapes: the issue's B=1, H=16, S=2048, D=128, causal and not, f32 and bf16. Our time is the
+Shapes: B=1, H=16, S=2048, D=128, causal and not, f32 and bf16. Our time is the
 median of --iters timed runs after a warm run (ejk's own timer); torch's the median of as many
 after a warm-up. On a shared machine the speed drifts by tens of percent within minutes, so
 each shape runs --rounds rounds of (ours, torch) back to back: the table shows the best time

@@ -1,4 +1,4 @@
-// Timing of the CPU flash forward kernel on the shapes (B=1, H=16, S=2048, D=128,
+// Timing of the CPU flash forward kernel on the shapes of docs/perf.md (B=1, H=16, S=2048, D=128,
 // causal and not), 2 threads with dynamic scheduling. One line per variant:
 //   RESULT <dtype> causal=<0|1> layout=<bshd|bhsd> engine=<amx|fma> bq=<BQ> bk=<BK>
 //          ms=<best> quiet=<accepted>/<samples> gflops=<...>
@@ -47,7 +47,7 @@ template <ElemKind K, int BQ, int BK, bool kDefault = false> void add(std::vecto
 }
 
 // The defaults (block_q x block_k = 128 x 64 for every dtype) are what won on this machine;
-// bench/NOTES_CPU.md has the numbers of the others.
+// docs/design/flash_fwd_cpu.md, "Block shapes", has the numbers of the others.
 std::vector<Variant> variants() {
   constexpr auto f32 = ElemKind::f32, bf16 = ElemKind::bf16, f16 = ElemKind::f16;
   std::vector<Variant> v;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the standalone CPU kernel check, the benchmark and the library compare_torch.py loads
 # (no CMake project needed).
-#   bench/cpu_kernel/build.sh [compiler=g++] [march=native] [out_dir=build-k/<compiler>-<march>]
+#   bench/cpu_kernel/build.sh [compiler=g++] [march=native] [out_dir=out/bench/cpu_kernel/<compiler>-<march>]
 # Prints the output directory. Extra flags: EXTRA_FLAGS="...".
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cxx="${1:-g++}"
 march="${2:-native}"
-out="${3:-$root/build-k/$(basename "$cxx")-$march}"
+out="${3:-$root/out/bench/cpu_kernel/$(basename "$cxx")-$march}"
 mkdir -p "$out"
 flags=(-std=c++20 -O3 "-march=$march" -Wall -Wextra -Werror -pthread
        -I"$root/kernels" -I"$root/runtime/include" -I"$root/core/include" ${EXTRA_FLAGS:-})

@@ -3,7 +3,7 @@
 flash kernel on the same shapes, the same thread count, in one process and on the same input
 tensors, and prints the ratios.
 
-Shapes: B=1, H=16, S=2048, D=128, causal and not, f32 and bf16 (the issue's goal).
+Shapes: B=1, H=16, S=2048, D=128, causal and not, f32 and bf16 (docs/perf.md's CPU rows).
 Torch gets its native [B, H, S, D] contiguous tensors. The kernel (loaded from
 libejk_cpu_kernel_bench.so, built by build.sh) is timed on its own [B, S, H, D] layout
 ("bshd", a contiguous transposed copy) and on torch's tensors as they are ("bhsd", by strides).
@@ -13,7 +13,7 @@ The machine may be shared: a sample runs the timed call for about a second and c
 other processes used less than a tenth of a CPU meanwhile (the C++ benchmark's quiet_timer.h
 does the same); torch and the kernel alternate, and the best accepted sample of each is kept.
 
-usage: compare_torch.py --lib build-k/g++-native/libejk_cpu_kernel_bench.so [--samples 3]
+usage: compare_torch.py --lib out/bench/cpu_kernel/g++-native/libejk_cpu_kernel_bench.so [--samples 3]
 """
 import argparse
 import ctypes

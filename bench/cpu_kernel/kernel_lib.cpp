@@ -9,7 +9,8 @@ namespace {
 
 using ejk::cpu::ElemKind;
 using ejk::cpu::FlashFlags;
-// The default blocks; EJK_BENCH_BLOCK_Q/K override them to compare block shapes (ab_test.py).
+// The default blocks; -DEJK_BENCH_BLOCK_Q=.. -DEJK_BENCH_BLOCK_K=.. (EXTRA_FLAGS of build.sh)
+// override them to compare block shapes against torch.
 #ifndef EJK_BENCH_BLOCK_Q
 #define EJK_BENCH_BLOCK_Q 128
 #endif

@@ -1,4 +1,4 @@
-// Benchmark half of check_flash: the issue's bf16 grid (B*S = 16k tokens, Hq*D = 2048,
+// Benchmark half of check_flash: the bf16 grid of docs/perf.md (B*S = 16k tokens, Hq*D = 2048,
 // S in 1k..16k, D in {64, 128, 256}, causal and not), every tile config of bench_variants()
 // per shape. Prints one JSON line per (shape, variant) with the median of CUDA-event timings
 // and the FLOP rate counted as peers.py counts it (exact unmasked pairs when causal).
@@ -18,8 +18,8 @@ namespace {
 using namespace ejk::check;
 
 // The sm_90a family's default keys' tile configs (by_default schedule: flash_fwd_traits.cuh)
-// and the alternatives that were the best in some row of earlier runs. The sm80 family's
-// configs were measured in runs 1-3 (bench/cuda/NOTES.md).
+// and the alternatives that were the best in some row of a measurement, so that the heuristic's
+// choices can be re-checked (docs/design/flash_fwd_cuda.md, "Tile shapes").
 std::vector<Variant> bench_variants() {
   constexpr ejk::cuda::Sm90Schedule kPerItem = ejk::cuda::Sm90Schedule::per_item;
   constexpr ejk::cuda::Sm90Schedule kPersist = ejk::cuda::Sm90Schedule::persistent;
@@ -34,7 +34,7 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal>(),
-      // without ping-pong: within noise of the default in runs 21-23
+      // without ping-pong: within noise of the default
       variant_sm90<Elem::bf16, 256, 128, 64, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 64, kCausal, false>(),
       // other block_k (FA3's tile shapes: 128 x 176 at head_dim 128, 128 x 80 at 256; 2-stage
       // rings) and neighbours
@@ -45,12 +45,12 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 128, 128, 192, kPlain>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, false>(),  variant_sm90<Elem::bf16, 256, 128, 80, kCausal, false>(),
-      // head_dim 128 bk144 / causal bk192, head_dim 64 bq192 with bk < 128 (tiles run 2)
+      // head_dim 128 bk144 / causal bk192, head_dim 64 bq192 with bk < 128
       variant_sm90<Elem::bf16, 64, 192, 112, kPlain>(), variant_sm90<Elem::bf16, 64, 192, 112, kCausal>(),
       variant_sm90<Elem::bf16, 64, 192, 80, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 144, kPlain>(), variant_sm90<Elem::bf16, 128, 128, 144, kCausal>(),
       variant_sm90<Elem::bf16, 128, 128, 192, kCausal>(),
-      // the other schedule of each heuristic default (v17: persistent with an O tile at
+      // the other schedule of each heuristic default (persistent with an O tile at
       // head_dim <= 128 where it fits; one block per item at 256 and at 128 x 176 / 192)
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 64, 192, 128, kCausal, true, 0, kPerItem>(),
@@ -62,27 +62,27 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 128, 128, 176, kPlain, true, 0, kPersist>(),  // no O tile
       variant_sm90<Elem::bf16, 256, 128, 80, kPlain, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 256, 128, 80, kCausal, true, 0, kPersist>(),
-      // three consumers without the turn ring (session 7: the ring is the default)
+      // three consumers without the turn ring (the ring is the default)
       variant_sm90<Elem::bf16, 64, 192, 128, kPlain, false>(), variant_sm90<Elem::bf16, 64, 192, 128, kCausal, false>(),
-      // the other Q operand of the defaults near the rule (session 8, v25): shared memory where
-      // the default holds Q in registers, registers at 128 x 144 (estimate inside the headroom)
+      // the other Q operand of the defaults near the rule: shared memory where the default
+      // holds Q in registers, registers at 128 x 144 (estimate inside the headroom)
       variant_sm90<Elem::bf16, 64, 128, 128, kPlain, true, 0, kByDefault, kQSmem>(),
       variant_sm90<Elem::bf16, 64, 128, 128, kCausal, true, 0, kByDefault, kQSmem>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kPlain, true, 0, kByDefault, kQSmem>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, kByDefault, kQSmem>(),
       variant_sm90<Elem::bf16, 128, 128, 144, kPlain, true, 0, kByDefault, kQRegs>(),
       variant_sm90<Elem::bf16, 128, 128, 144, kCausal, true, 0, kByDefault, kQRegs>(),
-      // the issue's GQA 32:8 + window 1024 + softcap 30 rows (EJK_BENCH_WINDOW=1): the heuristic's
+      // the GQA 32:8 + window 1024 + softcap 30 rows (EJK_BENCH_WINDOW=1): the heuristic's
       // key at head_dim 64 from 2k, and the 128 x 128 tile
       variant_sm90<Elem::bf16, 64, 192, 128, kWindowCap>(),
       variant_sm90<Elem::bf16, 64, 128, 128, kWindowCap>(),
-      // head_dim 96 and 160 (EJK_BENCH_D): padded wgmma tiles (the default keys' since
-      // session 20) against the sm80 family, which sm90a keys of these head_dims ran before
+      // head_dim 96 and 160 (EJK_BENCH_D): padded wgmma tiles (the default keys') against the
+      // sm80 family, which sm90a keys of these head_dims ran before
       variant_sm90<Elem::bf16, 96, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 96, 128, 128, kCausal>(),
       variant<Elem::bf16, 96, 128, 64, kPlain>(),        variant<Elem::bf16, 96, 128, 64, kCausal>(),
       variant_sm90<Elem::bf16, 160, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 160, 128, 64, kCausal>(),
       variant<Elem::bf16, 160, 128, 32, kPlain>(),       variant<Elem::bf16, 160, 128, 32, kCausal>(),
-      // their other tiles (session 20): wider key tiles at 96 (d128's 128 x 192 and
+      // their other tiles: wider key tiles at 96 (d128's 128 x 192 and
       // neighbours), d256's 128 x 80 and neighbours at 160; 80 and 112 at the default
       variant_sm90<Elem::bf16, 96, 128, 160, kPlain>(),  variant_sm90<Elem::bf16, 96, 128, 160, kCausal>(),
       variant_sm90<Elem::bf16, 96, 128, 192, kPlain>(),  variant_sm90<Elem::bf16, 96, 128, 192, kCausal>(),
@@ -99,7 +99,7 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 192, 128, 96, kPlain>(),  variant_sm90<Elem::bf16, 192, 128, 96, kCausal>(),
       variant_sm90<Elem::bf16, 224, 128, 64, kPlain>(),  variant_sm90<Elem::bf16, 224, 128, 64, kCausal>(),
       variant_sm90<Elem::bf16, 224, 128, 80, kPlain>(),  variant_sm90<Elem::bf16, 224, 128, 80, kCausal>(),
-      // head_dim 32 and 48 (session 21): the wgmma family on 64-column tiles (TMA boxes wider
+      // head_dim 32 and 48: the wgmma family on 64-column tiles (TMA boxes wider
       // than the tensor), two and three consumers, against the sm80 family they ran before
       variant_sm90<Elem::bf16, 32, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 32, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 32, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 32, 192, 128, kCausal>(),
@@ -108,12 +108,12 @@ std::vector<Variant> bench_variants() {
       variant_sm90<Elem::bf16, 48, 128, 128, kPlain>(),  variant_sm90<Elem::bf16, 48, 128, 128, kCausal>(),
       variant_sm90<Elem::bf16, 48, 192, 128, kPlain>(),  variant_sm90<Elem::bf16, 48, 192, 128, kCausal>(),
       variant<Elem::bf16, 48, 128, 128, kPlain>(),       variant<Elem::bf16, 48, 128, 128, kCausal>(),
-      // untried schedules (session 21's Next): one block per item for d32 causal at 16k (the rule
+      // the other schedules near the rules: one block per item for d32 causal at 16k (the rule
       // has it at 64 only), persistent blocks for d192's 128 x 96 (causal 1k: 0.97x cuDNN per item)
       variant_sm90<Elem::bf16, 32, 192, 128, kCausal, true, 0, kPerItem>(),
       variant_sm90<Elem::bf16, 192, 128, 96, kPlain, true, 0, kPersist>(),
       variant_sm90<Elem::bf16, 192, 128, 96, kCausal, true, 0, kPersist>(),
-      // segment ids (EJK_BENCH_SEGMENTS=1, session 22: the mask's loads by shuffle) on the
+      // segment ids (EJK_BENCH_SEGMENTS=1: n equal segments per sequence) on the
       // heuristic's tiles at head_dim 64 and 128
       variant_sm90<Elem::bf16, 64, 192, 128, kSeg>(),  variant_sm90<Elem::bf16, 64, 192, 128, kCausalSeg>(),
       variant_sm90<Elem::bf16, 128, 128, 128, kSeg>(), variant_sm90<Elem::bf16, 128, 128, 128, kCausalSeg>(),
@@ -146,9 +146,8 @@ uint16_t* random_tensor(size_t n, uint32_t seed) {
 // The peers are timed with triton.testing.do_bench (peers.py), so ours are timed the same way:
 // about 25 ms of warm-up and 100 ms of repetitions (counts from a 5-launch estimate), the L2
 // cleared before every repetition by zeroing a 256 MB buffer, CUDA events around the launch
-// alone, the median. EJK_BENCH_FLUSH=0: back-to-back launches with no clearing (the protocol of
-// runs before 2026-11-22's session 4; the clearing also lets the clock recover between launches,
-// see NOTES.md v14).
+// alone, the median. EJK_BENCH_FLUSH=0: back-to-back launches with no clearing (ours moved
+// -3..+3% between the two, cuDNN -5..+2%; docs/design/flash_fwd_cuda.md, "How it is measured").
 // A 0/1 environment switch; unset or empty: fallback.
 bool env_flag(const char* var, bool fallback) {
   const char* v = std::getenv(var);
@@ -328,7 +327,7 @@ void print_probe(const Variant& v, const ejk::FlashFwdParams& p) {
 }
 #endif
 
-// One benchmark shape: the issue's grid (Hq = Hkv = 2048 / D, no window, no softcap) or its
+// One benchmark shape: the grid (Hq = Hkv = 2048 / D, no window, no softcap) or its
 // GQA + window + softcap row.
 struct Shape {
   int64_t S, D;
@@ -362,7 +361,7 @@ bool variant_fits(const Variant& v, const Shape& sh) {
 }
 
 void bench_shape(const std::vector<Variant>& vs, const Shape& sh) {
-  // EJK_BENCH_TOKENS=n: B*S = n instead of the issue's 16k (shapes beyond the grid)
+  // EJK_BENCH_TOKENS=n: B*S = n instead of the grid's 16k (shapes beyond the grid)
   const char* tokens = std::getenv("EJK_BENCH_TOKENS");
   const int64_t S = sh.S, D = sh.D;
   const int64_t B = std::max<int64_t>(1, (tokens && *tokens ? std::atoll(tokens) : 16384) / S);
@@ -453,14 +452,14 @@ void bench_feature_rows(const std::vector<Variant>& vs, const std::vector<int64_
         }
 }
 
-// EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the issue's GQA 32:8 rows with a
+// EJK_BENCH_GRID=0 skips the grid; EJK_BENCH_WINDOW=1 adds the GQA 32:8 rows with a
 // causal window of 1024 and softcap 30 at head_dim 64, 4k..16k (the FlexAttention comparison);
 // EJK_BENCH_SEGMENTS=n adds rows with segment ids, n equal segments per sequence (1: the mask's
 // cost where every tile lies in one segment), on the variants with the flag; EJK_BENCH_BIAS=1
 // rows with a random [B, Hq, S, S] bias (8.6 GB at 16k) on the bias variants.
 int run_bench() {
   const std::vector<Variant> vs = bench_variants();
-  // The issue's head_dims, or the one EJK_BENCH_D names (32-224 have variants too).
+  // The grid's head_dims, or the one EJK_BENCH_D names (32-224 have variants too).
   const char* only_d = std::getenv("EJK_BENCH_D");
   std::vector<int64_t> dims = {64, 128, 256};
   if (only_d != nullptr && *only_d != '\0') dims = {std::atoll(only_d)};

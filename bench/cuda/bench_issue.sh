@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA issue's benchmark in one call on the GPU machine, results under $OUT:
+# The CUDA flash forward benchmark of docs/perf.md in one call on the GPU machine, results under
+# $OUT (default out/bench/cuda/issue):
 #  1. the standalone check + bf16 grid (B*S = 16k, H*D = 2048, S 1k..16k, D 64/128/256,
 #     causal and not) against PyTorch SDPA FlashAttention-2 and cuDNN, and the GQA 32:8,
 #     window 1024 (causal), softcap 30 rows against FlexAttention, all timed the same way
@@ -9,12 +10,13 @@
 #     around a synchronized launch, median), beside peers.py's FlexAttention;
 #  4. the grid again with the default key only, ours and the SDPA peers alternating row by row
 #     over EJK_PAIRED_PASSES passes (default 3): the ratios to quote (bench/cuda/paired.py).
-# Plot afterwards on any machine: python3 bench/cuda/plot.py $OUT
+# Plot afterwards on any machine: python3 bench/cuda/plot.py $OUT (and $OUT/paired).
 # EJK_ISSUE_CHECK=0 skips the check of step 1 (~240 s on an H100) in a call that follows a full
-# check of the same binaries: the whole script ran past a 575 s limit on an H100 (session 21).
+# check of the same binary: with it the whole script runs past 575 s on an H100.
+# EJK_PREBUILT=dir: check_flash built elsewhere (build_and_check.sh build), carried over.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}
+export OUT=${OUT:-out/bench/cuda/issue}
 mkdir -p "$OUT"
 # check first: build_and_check.sh stops before timing anything if the check fails
 if [[ ${EJK_ISSUE_CHECK:-1} != 0 ]]; then
@@ -44,5 +46,5 @@ for s in 4096 8192 16384; do
 done
 echo "== the grid, default key and peers alternating row by row (paired.py)"
 mkdir -p "$OUT/paired"
-python3 bench/cuda/paired.py "${EJK_PREBUILT:-build-cuda-check}/check_flash" "$OUT/paired" \
+python3 bench/cuda/paired.py "${EJK_PREBUILT:-${EJK_BIN_DIR:-out/bench/cuda/bin}}/check_flash" "$OUT/paired" \
   --passes "${EJK_PAIRED_PASSES:-3}" | tee "$OUT/paired/table.txt"

@@ -78,8 +78,8 @@ def default_config(s, d, causal):
 
 
 def default_name(s, d, causal):
-    """check_flash's name of the variant the heuristic picks for this shape (its schedule too:
-    before session 21 the one-block-per-item choices were timed persistent)."""
+    """check_flash's name of the variant the heuristic picks for this shape, its schedule
+    (`.per_item` where the heuristic sets the tuning flag) included."""
     c = default_config(s, d, causal)
     return (f"bf16.d{d}.bq{c['block_q']}.bk{c['block_k']}" + (".causal" if causal else "") + ".wgmma" +
             (".per_item" if c.get("per_item") else ""))

@@ -74,7 +74,7 @@ std::vector<Variant> check_variants() {
       variant_sm90<Elem::bf16, 64, 128, 192, FlashFlags{.causal = true, .window = true}>(),
       variant_sm90<Elem::bf16, 64, 64, 224, FlashFlags{.softcap = true}>(),
       variant_sm90<Elem::bf16, 64, 192, 96, kCausal>(),
-      // v17: head_dim 128 by default persistent with an O tile; its per-item twin (O through
+      // head_dim 128 is by default persistent with an O tile; its per-item twin (O through
       // the Q tile and a TMA store)
       variant_sm90<Elem::bf16, 128, 128, 128, kCausal, true, 0, ejk::cuda::Sm90Schedule::per_item>(),
       // head_dim no multiple of 64: tiles padded to the next one (zero columns from the TMA,
@@ -89,7 +89,7 @@ std::vector<Variant> check_variants() {
       variant_sm90<Elem::bf16, 160, 128, 64, kAll>(),
       variant_sm90<Elem::bf16, 224, 128, 80, kCausal>(),
       variant_sm90<Elem::f16, 224, 128, 64, kAll, true, 0, ejk::cuda::Sm90Schedule::persistent>(),
-      // head_dim below 64 (session 21): 64-column tiles, the TMA box wider than the tensor (its
+      // head_dim below 64: 64-column tiles, the TMA box wider than the tensor (its
       // zero columns skipped by Q K^T, P V at N = 16..48, O stored through a map narrower than
       // its box); two, three and one consumers, both schedules, every flag
       variant_sm90<Elem::bf16, 32, 128, 128, kPlain>(),

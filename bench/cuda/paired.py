@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The issue's grid with our default key and the peers timed row by row, in several passes.
+"""The benchmark grid of docs/perf.md with our default key and the peers timed row by row, in several passes.
 
-  paired.py CHECK_FLASH OUT_DIR [--passes N] [--d 64,128,256] [--s 1024,...] [--causal 0,1]
+  paired.py CHECK_FLASH [OUT_DIR] [--passes N] [--d 64,128,256] [--s 1024,...] [--causal 0,1]
 
 For each pass and each (D, S, causal) of the grid (bf16, B*S = 16k, H*D = 2048): the variant the
 spec's sm90a heuristic picks (bench_vs_peers.default_config), timed by `CHECK_FLASH bench` in a
@@ -9,9 +9,9 @@ subprocess, then PyTorch SDPA's cuDNN and FlashAttention-2 backends (bench_vs_pe
 so ours and the peers alternate at the same temperature and clock state. The grid of
 bench_issue.sh times every variant of a shape before any peer, minutes apart: at head_dim 128
 non-causal from 4k ours read 2-4% lower there than in this protocol while cuDNN read the same
-(bench/cuda/NOTES.md, session 10). Writes OUT_DIR/paired.jsonl (one line per row and pass) and
-prints per row the medians over passes, the ratios of the medians and each ratio's range over
-the passes (> 1: ours faster).
+(docs/design/flash_fwd_cuda.md, "How it is measured"). Writes OUT_DIR/paired.jsonl (default
+out/bench/cuda/paired; one line per row and pass) and prints per row the medians over passes,
+the ratios of the medians and each ratio's range over the passes (> 1: ours faster).
 """
 import argparse, json, os, statistics, subprocess, sys
 
@@ -53,7 +53,7 @@ def table(lines):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("binary"); ap.add_argument("out")
+    ap.add_argument("binary"); ap.add_argument("out", nargs="?", default="out/bench/cuda/paired")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--d", default="64,128,256")
     ap.add_argument("--s", default="1024,2048,4096,8192,16384")

@@ -7,8 +7,8 @@ numbers its ratios come from), and writes flash_fwd_tflops.png into it. Window
 rows (GQA + causal window + softcap, EJK_BENCH_WINDOW) get a panel of their own against
 FlexAttention, whose TFLOP/s count the same visible pairs as ours.
 
-  python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-22
-  python3 bench/cuda/plot.py bench/cuda/results/h200-2026-11-25-s16/c2/paired
+  python3 bench/cuda/plot.py out/bench/cuda/issue
+  python3 bench/cuda/plot.py out/bench/cuda/issue/paired
 """
 import json, os, sys
 import matplotlib
