@@ -2,7 +2,7 @@
 # On the GPU machine (Ubuntu 24.04, nvcc 13, no LLVM, no network): build the project with the
 # ORC JIT off and CUDA on, run the CUDA tests, the CLI on the GPU with --check, an NVRTC cold
 # compile and cache-hit timing, and compute-sanitizer on a few cases.
-# Needs the header-only packages absent there, carried in .carry/deps (see bench/cuda/NOTES.md):
+# Needs the header-only packages absent there, carried in .carry/deps (see bench/README.md):
 #   mkdir -p .carry/debs && (cd .carry/debs && apt-get download libcli11-dev libxxhash-dev) &&
 #   for f in .carry/debs/*.deb; do dpkg -x $f .carry/deps; done
 set -uo pipefail

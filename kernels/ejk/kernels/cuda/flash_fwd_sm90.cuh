@@ -73,22 +73,21 @@ struct FlashFwdSm90Config {
   // Causal kernels without a window take items in L2-sized head groups, heaviest first
   // (sm90_causal_order): persistent blocks in a snake (sm90_item) or drawn in that order
   // (kDrawItems); one block per item in the grid's order, which the hardware hands to the SMs
-  // as they free up, as a draw does (v57; before, each pair's q blocks in turn).
+  // as they free up, as a draw does (docs/design/flash_fwd_cuda.md, "Schedules").
   static constexpr bool kCausalOrder = F.causal && !F.window;
   static constexpr bool kSnake = kPersistent && kCausalOrder;
   // Persistent blocks of one or two consumer warpgroups take each item from the producer's
   // record (Sm90ItemRecord) instead of decoding it themselves (the decode was ~6% of the
   // consumer warps' samples at head_dim 64 causal 1k): head_dim 128 x 128 +0.7..+2.7% from 1k
-  // to 8k, +1.3% at head_dim 64 causal 1k (NOTES.md v27). Three consumers only with the
+  // to 8k, +1.3% at head_dim 64 causal 1k. Three consumers only with the
   // causal order, for the drawn items below (non-causal 192 x 128: -0.5..-1.7% in two calls);
   // not one block per item (one item, decoded while its first Q is in flight either way).
   static constexpr bool kItemRecord = kPersistent && (kConsumers <= 2 || kCausalOrder);
   // Those of them with the causal order draw each item from a counter of the launch
   // (FlashFwdParams::tile_counter, sm90_draw) instead of the snake: the block that finishes
-  // first takes the next heaviest item (the snake's block sums differ by 1.4-3% at 1k-2k,
-  // bench/cuda/sched_sim.py). Three consumers with per-warpgroup tile counts (sm90_consume_item)
-  // and drawn items: head_dim 64 causal 192 x 128 +15.7 / +11.1 / +5.8 / +3.1% at 1k / 2k / 4k /
-  // 8k over the snake (v73, session 20).
+  // first takes the next heaviest item (the snake's block sums differ by 1.4-3% at 1k-2k).
+  // Three consumers with per-warpgroup tile counts (sm90_consume_item) and drawn items: head_dim
+  // 64 causal 192 x 128 +15.7 / +11.1 / +5.8 / +3.1% at 1k / 2k / 4k / 8k over the snake.
   static constexpr bool kDrawItems = kSnake && kItemRecord;
   // Blocks that take their items as they free up need no padding of the order's groups.
   static constexpr bool kUnpaddedOrder = kCausalOrder && (kDrawItems || !kPersistent);
@@ -115,10 +114,10 @@ struct FlashFwdSm90Config {
 // warpgroup's rows of a staging tile (Q's swizzled layout: the 4-byte writes of a warp hit 32
 // distinct banks) -> one TMA store per 64 columns, issued by the warpgroup's first thread and
 // left running (the consumers go on at once; issuing the stores from registers cost 1.4-4k
-// cycles per item, NOTES.md v17). The staging tile is the O tile of persistent blocks, whose
-// previous store must have read it, or the Q tile (one block per item: never reloaded).
-// Varlen rows past the sequence belong to the next one, which the map cannot tell: a partial
-// warpgroup there copies its rows out with 16-byte stores instead.
+// cycles per item; docs/design/flash_fwd_cuda.md, "Epilogue"). The staging tile is the O tile of
+// persistent blocks, whose previous store must have read it, or the Q tile (one block per item:
+// never reloaded). Varlen rows past the sequence belong to the next one, which the map cannot
+// tell: a partial warpgroup there copies its rows out with 16-byte stores instead.
 template <class C>
 __device__ __forceinline__ void sm90_store_o_tma(const float (&o)[1][C::kDTiles][4],
                                                  const RowState (&rows)[1][2], const FlashFwdParams& p,
@@ -243,17 +242,17 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   Sm90PhaseProbe probe;
   probe.start();
   const int ctid = threadIdx.x - 128, lane = ctid & 31, warp = ctid >> 5;
-  // The warpgroup index shuffled from lane 0: ptxas then knows it is warp-uniform and keeps
-  // what derives from it in uniform registers: Q's wgmma descriptors (from threadIdx.x alone
-  // it put an R2UR before each S = Q K^T wgmma of the kernels with Q in shared memory; NOTES.md
-  // session 11), the turn and store barrier ids, the O store's rows (+2% at head_dim 64 192 x
-  // 128, session 12). At head_dim 256 only for Q's descriptors: its 16 k steps of S fill the
-  // uniform registers, and the ids there pushed 14 R2URs into the S + P V group (5 without).
-  // sQ_wg shuffles again for that case (below 256 a no-op that ptxas keeps: dropping it
-  // changed the code of eight check kernels, none measured).
+  // The warpgroup index shuffled from lane 0: ptxas then knows it is warp-uniform and keeps what
+  // derives from it in uniform registers: Q's wgmma descriptors (from threadIdx.x alone it put
+  // an R2UR before each S = Q K^T wgmma of the kernels with Q in shared memory), the turn and
+  // store barrier ids, the O store's rows (+2% at head_dim 64 192 x 128;
+  // docs/design/flash_fwd_cuda.md, "Correctness traps found"). At head_dim 256 only for Q's
+  // descriptors: its 16 k steps of S fill the uniform registers, and the ids there pushed 14
+  // R2URs into the S + P V group (5 without). sQ_wg shuffles again for that case (below 256 a
+  // no-op that ptxas keeps: dropping it changed the code of eight check kernels, none measured).
   const int cwg = C::kHeadDim < 256 ? __shfl_sync(0xffffffffu, warp / 4, 0) : warp / 4;
   // Three consumers only: the early return cost the 128 x 128 kernels with Q in registers 8-10%
-  // on shapes where it never runs (NOTES.md session 13).
+  // on shapes where it never runs.
   if constexpr (C::kConsumers == 3)
     if (cwg * 64 >= blk.valid_q) return sm90_pass_item<C>(sm, blk, cur, cwg, lane);
   const int warp_row0 = warp * 16;
@@ -285,8 +284,8 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   zero<C::kDTiles>(o);
   const int tiles = blk.tiles();
   // Three causal consumers stop at the last key tile their own 64 rows see (tiles_w); the
-  // block's later tiles, fully masked for them, they pass after the loop (v70, session 19:
-  // one or two of the three computed a masked tile on every diagonal).
+  // block's later tiles, fully masked for them, they pass after the loop (one or two of the
+  // three computed a masked tile on every diagonal).
   int tiles_w = tiles;
   if constexpr (C::kConsumers == 3 && C::kCausal && !C::kWindow) {
     // The passed tiles come after this warpgroup's last P V, which holds its V slot until the
@@ -349,7 +348,7 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
     // S(0) alone; then per tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, and
     // the issue of S(t+1) followed by P(t) V(t). Only the issue of S(0) is peeled off: a
     // peeled first tile with its own masked logits and softmax doubled the kernel's code
-    // (NVRTC time, bench/cuda/NOTES.md v10).
+    // (NVRTC time).
     mbar_wait(sm.k_full(slot(0)), phase(0));
     probe.mark(kProbeKWait);
     turn_begin();
@@ -370,8 +369,9 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
       // the fragments: ptxas lets the arrive go without waiting for them, and a warp whose
       // lane 0 had just issued the O store's TMA copies read the next item's Q when its loads
       // ran behind the arrive (16 rows wrong in some short items on persistent grids of three
-      // blocks; NOTES.md session 12). Beside the K release: a branch of its own after the S(0)
-      // wait made ptxas serialize the wgmmas of the head_dim 128 kernels (C7515).
+      // blocks; docs/design/flash_fwd_cuda.md, "Correctness traps found"). Beside the K
+      // release: a branch of its own after the S(0) wait made ptxas serialize the wgmmas of the
+      // head_dim 128 kernels (C7515).
       if (t == (C::kQInRegs ? 0 : tiles_w - 1)) sm90_release(sm.q_empty(), lane);
       to_log2(t);
       softmax_deferred<C>(s, rows, alpha, exp_scale);
@@ -461,7 +461,7 @@ __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p,
   }
   if (C::kPingPong && cwg == 0) named_bar_sync(1, 256);
   // Shared memory must outlive the O stores' reads of it; their global writes complete on
-  // their own (waiting for those too cost 4-7% at head_dim 256, NOTES.md v17).
+  // their own (waiting for those too cost 4-7% at head_dim 256).
   if ((threadIdx.x & 127) == 0) bulk_wait_read<0>();
 }
 

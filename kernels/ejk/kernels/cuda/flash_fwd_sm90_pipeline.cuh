@@ -112,7 +112,7 @@ __device__ __forceinline__ void sm90_produce(const FlashFwdParams& p, const Flas
       tma_load_4d(sm.q + c * C::kBlockQ * 128, &maps.q, sm.q_full(), c * 64, q_row, h, b);
     const int tiles = blk.tiles();
     // Not unrolled: one thread issuing asynchronous copies gains nothing from it, and NVVM's
-    // 4x unroll (+ remainder) was ~13% of a head_dim 128 key's NVRTC time (NOTES.md v68).
+    // 4x unroll (+ remainder) was ~13% of a head_dim 128 key's NVRTC time.
 #pragma unroll 1
     for (int t = 0; t < tiles; ++t, ++kv) {
       const int st = int(kv % C::kStages);
@@ -147,7 +147,8 @@ __device__ __forceinline__ Sm90ItemRecord sm90_read_record(const Sm90Smem<C>& sm
 
 // One arrival per consumer warp (the empty barriers count warps) once its wgmmas are done.
 // Only after a use of what the warp read: the arrive does not wait for loads still in flight
-// (ldmatrix of Q, NOTES.md session 12); wgmma waits, shuffles of a loaded value are uses.
+// (ldmatrix of Q: docs/design/flash_fwd_cuda.md, "Correctness traps found"); wgmma waits and
+// shuffles of a loaded value are uses.
 __device__ __forceinline__ void sm90_release(u32 bar, int lane) {
   if (lane == 0) mbar_arrive(bar);
 }

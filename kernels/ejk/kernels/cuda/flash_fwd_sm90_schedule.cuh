@@ -21,29 +21,29 @@ struct Sm90Block {
 inline constexpr i64 kSm90L2KvBytes = i64(48) << 20;
 // The same for blocks that draw their items (kDrawItems): a draw balances the blocks whatever
 // the group's size, so the group can shrink to about what the ~grid items in flight read. On
-// an H100 the 48 MiB groups' K/V came back from DRAM: 8 MiB measured +15% (head_dim 64) and
-// +26% (128) at causal 1k, +4-5% at 2k (NOTES.md session 14).
+// an H100 the 48 MiB groups' K/V came back from DRAM: 8 MiB measured +18% (head_dim 64) and
+// +27% (128) at causal 1k, +5-7% at 2k (docs/design/flash_fwd_cuda.md, "Schedules").
 inline constexpr i64 kSm90DrawnL2KvBytes = i64(8) << 20;
-// And for one block per item, whose blocks the hardware hands out as SMs free up (v57): at
-// head_dim 256 causal 2k / 4k / 8k 16 MiB read +5.3 / +8.0 / +9.6% over the order before
-// (each pair's q blocks in turn), 8 MiB only +0.7..+1.2% (session 15).
+// And for one block per item, whose blocks the hardware hands out as SMs free up: at head_dim
+// 256 causal 2k / 4k / 8k 16 MiB read +5.3 / +8.0 / +9.6% over each pair's q blocks in turn,
+// 8 MiB only +0.7..+1.2%.
 inline constexpr i64 kSm90PerItemL2KvBytes = i64(16) << 20;
 
 // Causal order (kCausalOrder). Items are (q block, head, sequence); the (head, sequence)
 // pairs are cut into groups of `group` pairs whose K and V fit the L2 budget together (whole
 // GQA groups: the q heads of one kv head are neighbours), and a group's items run heaviest
 // first (the last q blocks first, pairs fastest), so the ~grid items in flight share a few
-// heads' K/V instead of each reading its own from DRAM (NOTES.md v12). Each group is padded
-// to whole rounds of gridDim.x items (the padding items are empty) and the blocks deal the
-// rounds in a snake (odd rounds reversed, the parity running on across groups), as before the
-// grouping: block sums of work stay within a few percent of each other while a group spans
-// >= ~3 rounds, which the 48 MiB default gives at every head_dim (smaller budgets do not:
-// bench/cuda/sched_sim.py); drawn items and one block per item (kUnpaddedOrder) run through
-// the groups unpadded, in any size, the short group (pairs % group) first: last, its heavy
-// items started in the last wave (24 MiB groups at head_dim 256 causal: +3.0 / +6.2 / +7.1 /
-// +7.5% at 1k / 2k / 4k / 8k, session 16; the default budgets divide the issue's grid
-// evenly). 32-bit arithmetic (item counts are far below 2^32): 64-bit divisions are long code
-// or calls, and the producer runs on 24 registers.
+// heads' K/V instead of each reading its own from DRAM. Each group is padded to whole rounds
+// of gridDim.x items (the padding items are empty) and the blocks deal the rounds in a snake
+// (odd rounds reversed, the parity running on across groups): block sums of work stay within a
+// few percent of each other while a group spans >= ~3 rounds, which the 48 MiB default gives
+// at every head_dim (24 / 12 MiB cost 27-33% at head_dim 256). Drawn items and one block per
+// item (kUnpaddedOrder) run through the groups unpadded, in any size, the short group
+// (pairs % group) first: last, its heavy items started in the last wave (24 MiB groups at
+// head_dim 256 causal: +3.0 / +6.2 / +7.1 / +7.5% at 1k / 2k / 4k / 8k; the default budgets
+// divide the benchmark grid evenly). Details: docs/design/flash_fwd_cuda.md, "Schedules".
+// 32-bit arithmetic (item counts are far below 2^32): 64-bit divisions are long code or
+// calls, and the producer runs on 24 registers.
 struct Sm90CausalOrder {
   u32 pairs, q_blocks, group;  // (head, sequence) pairs, q blocks per pair, pairs per group
   u32 rounds;                  // rounds of gridDim.x items per full group
@@ -64,7 +64,7 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
   o.group = min_of<u32>(o.pairs, kv_heads * (u32(p.heads_q) / u32(p.heads_kv)));
   // Only where the ungrouped order has fewer than 4 items of a pair in flight (pairs > grid / 4),
   // i.e. reads most K/V tiles from DRAM: with more, it shares them in L2 already and the groups
-  // measured 4-7% slower (S >= 8k, head_dim 128 and 256; NOTES.md v12). Persistent grids
+  // measured 1-7% slower (S >= 8k, head_dim 128 and 256). Persistent grids
   // only: one block per item has a grid of every item.
   if (C::kPersistent && 4 * o.pairs <= gridDim.x) o.group = o.pairs;
   o.rounds = ceil_div<u32>(o.group * o.q_blocks, gridDim.x);
@@ -77,8 +77,8 @@ __device__ __forceinline__ Sm90CausalOrder sm90_causal_order(const FlashFwdParam
 // three consumers rotate by one slot per round: where the grid is a multiple of the q blocks
 // per head (132 SMs, 1k rows in 192-row blocks: 6) a fixed slot gave each block one q block
 // for the whole launch, and the short last ones (64 rows, which sm90_pass_item makes cheap) all
-// to 22 blocks (d64 192 x 128 non-causal 1k: +5.6..+7.8%, session 15). Two consumers keep the fixed
-// slot (their partial items cost a full one; rotated, d128 128 x 128 read -1.3%).
+// to 22 blocks (d64 192 x 128 non-causal 1k: +5.6..+7.8% with sm90_pass_item). Two consumers
+// keep the fixed slot (their partial items cost a full one; rotated, d128 128 x 128 read -1.3%).
 template <class C>
 __device__ __forceinline__ i64 sm90_item(i64 total, int n) {
   if constexpr (!C::kPersistent)
@@ -120,9 +120,9 @@ __device__ __forceinline__ i64 sm90_draw(u32* counter, u32 total, int n) {
 
 // What the producer hands the consumers for one work item (Sm90Smem::record, announced on
 // record_full ahead of the item's Q; persistent blocks of one or two consumers, kItemRecord):
-// the sequence, the heads and the first query row, so that the consumers skip the decode below (three 32-bit divisions and the causal order's arithmetic
-// per item: ~6% of the consumer warps' samples at head_dim 64 causal 1k, bench/cuda/NOTES.md
-// v27). z == kSm90EndOfWork: the block has no more items.
+// the sequence, the heads and the first query row, so that the consumers skip the decode
+// below (three 32-bit divisions and the causal order's arithmetic per item: ~6% of the
+// consumer warps' samples at head_dim 64 causal 1k). z == kSm90EndOfWork: no more items.
 struct Sm90ItemRecord {
   u32 z, h, hk, q0;
 };

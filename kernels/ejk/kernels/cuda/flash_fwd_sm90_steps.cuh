@@ -28,10 +28,10 @@ __device__ __forceinline__ u64 k_major_step(u64 desc, int kk, int rows) {
 
 // A GEMM's K k steps (at most 16: head_dim and block_k <= 256) are issued as groups of eight,
 // then of four, as one asm statement each, and the rest (head_dim or block_k no multiple of 4
-// steps) one by one: NVVM and ptxas spend their time per statement, not per instruction
-// (bench/cuda/NOTES.md session 29: -6.4% of a d128 key's compile). Blocks of three consumer
-// warpgroups (160 registers each) issue every step alone: grouped, their kernels ran 1-3%
-// slower (session 29, call 8); the others ran as fast as before, within the A/Bs' noise.
+// steps) one by one: NVVM and ptxas spend their time per statement, not per instruction (-6.4%
+// of a d128 key's compile; docs/design/flash_fwd_cuda.md, "The tile loop"). Blocks of three
+// consumer warpgroups (160 registers each) issue every step alone: grouped, their kernels ran
+// 1-3% slower; the others ran as fast as with single steps, within the A/Bs' noise.
 template <class C, int K> struct KSteps {
   static_assert(K >= 1 && K <= 16, "flash_fwd sm90: 1 to 16 k steps per GEMM");
   static constexpr bool kGrouped = C::kConsumers <= 2;
@@ -211,7 +211,7 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
   // sees a score above m + kMaxLag (all but a row's first tiles), m stays and the two quad
   // reductions are skipped; r.top then holds this lane's maximum (quad_max'ed at the finish).
   // m stays the same in the four lanes of a row: it only ever moves to a quad-reduced max.
-  // Head_dim 128 +1..+5%, the rest within -0.5..+3% (the chains alone: noise; session 16).
+  // Head_dim 128 +0.1..+4.7%, 64 and 256 -0.5..+3.1% (the chains alone: noise).
   const bool need = mxs[0] > rows[0][0].m + kMaxLag || mxs[1] > rows[0][1].m + kMaxLag;
   if (__any_sync(0xffffffffu, need)) {
     mxs[0] = quad_max(mxs[0]);

@@ -150,22 +150,25 @@ __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k
 
 // Turns raw dot products into log2-unit logits (mask.h's transform) without masking, or with
 // kLog2 false into logits in natural units (one multiply less per score: the sm90a softmax
-// takes log2(e) into its exponent's FFMA, softmax_deferred's exp_scale). Every tile runs this, masked tiles then mask_logits (one copy of the transform in the kernel: the
-// transform compiled into a masked and an unmasked path doubled its code, bench/cuda/NOTES.md
-// v10). Element (nt, i) of a fragment row is key k0 + 2 * (lane % 4) + nt * 8 + (i & 1).
+// takes log2(e) into its exponent's FFMA, softmax_deferred's exp_scale). Every tile runs this,
+// masked tiles then mask_logits: one copy of the transform in the kernel (compiled into a
+// masked and an unmasked path it doubled the code, and the NVRTC time with it;
+// docs/design/flash_fwd_cuda.md, "NVRTC compile time"). Element (nt, i) of a fragment row is
+// key k0 + 2 * (lane % 4) + nt * 8 + (i & 1).
 //
 // The bias of a fragment row's two keys k0 + 8 nt + lane_col, + 1 is one 4-byte load: the CUDA
 // kernels take a bias whose base is 4-byte aligned and whose strides and key extent are even
 // (FlashFwdParams::bias; the backend copies any other into such rows). A 2-byte load per key
-// touched the cache lines of 8 rows for 64 bytes: those L1 wavefronts, not DRAM, bounded the
-// bias kernels (2.4-6x slower than the plain ones; 4-byte loads 1.3-2.0x faster, NOTES.md
-// session 22). Reads stay inside each sequence's rows: rows past len_q read row len_q - 1, and a
-// lane reads no pair past the one of key len_k - 1 (k0 < len_k for every visited tile), whose
-// second key is at most key len_k, inside the even key extent. The logits of rows past len_q are
-// never stored. Kernels that stage the bias (C::kBiasStaged: sm90a, where shared memory allows)
-// read the same pairs from the warp's TMA boxes in shared memory (sm90_stage_bias): chunk nt
-// (16 bytes) of row r at box nt / 8, row r, 16-byte slot (nt % 8) ^ (r % 8) (the 128-byte
-// swizzle); the lanes' rows r = lane / 4 then put a warp's 4-byte reads in 32 distinct banks.
+// touched the cache lines of 8 rows for 64 bytes: those L1 wavefronts, not DRAM, bounded the bias
+// kernels (2.4-6x slower than the plain ones; 4-byte loads 1.3-2.0x faster;
+// docs/design/flash_fwd_cuda.md, "Bias"). Reads stay inside each sequence's rows: rows past len_q
+// read row len_q - 1, and a lane reads no pair past the one of key len_k - 1 (k0 < len_k for
+// every visited tile), whose second key is at most key len_k, inside the even key extent. The
+// logits of rows past len_q are never stored. Kernels that stage the bias (C::kBiasStaged: sm90a,
+// where shared memory allows) read the same pairs from the warp's TMA boxes in shared memory
+// (sm90_stage_bias): chunk nt (16 bytes) of row r at box nt / 8, row r, 16-byte slot (nt % 8) ^
+// (r % 8) (the 128-byte swizzle); the lanes' rows r = lane / 4 then put a warp's 4-byte reads in
+// 32 distinct banks.
 template <class C, bool kLog2 = true>
 __device__ __forceinline__ void logits_to_log2(float (&s)[C::kMTiles][C::kNTiles][4],
                                                const FlashFwdParams& p, const TileContext<C>& c,
@@ -251,9 +254,9 @@ __device__ __forceinline__ void mask_logits(float (&s)[C::kMTiles][C::kNTiles][4
 // once (lane 4 u + t: keys 64 v + 8 u + 2 t + j, four loads at block_k 128) and the lanes read
 // theirs by shuffle. One load per key and lane was 32 loads with an index clamp each, ~0.3 s of
 // a d128 causal key's NVRTC time (two thirds of it in ptxas); the shuffles and the exit below
-// made the segments kernels 1.3-2.1x faster (bench/cuda/NOTES.md session 22). Indices are
-// clamped into the sequence (k0 < len_k), so the loads need no branch; keys past the end are
-// -inf already (mask_logits).
+// made the segments kernels 1.3-2.1x faster (docs/design/flash_fwd_cuda.md, "Masks and
+// segment ids"). Indices are clamped into the sequence (k0 < len_k), so the loads need no
+// branch; keys past the end are -inf already (mask_logits).
 template <class C>
 __device__ __forceinline__ void mask_segments(float (&s)[C::kMTiles][C::kNTiles][4],
                                               const TileContext<C>& c, const SeqSpan& seq, i64 k0,
@@ -349,7 +352,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kMTiles][C::kNTiles
 
 // f(i) for each of n sinks (once per item and row). The sm_90a family rolls the loop: NVVM's 4x
 // unroll + remainder of finish_rows' four sink loops was ~15% of a sinks key's code there
-// (NVRTC time, NOTES.md v68); the sm_80 family's sinks kernels took 10-16 more registers rolled.
+// (NVRTC time); the sm_80 family's sinks kernels took 10-16 more registers rolled.
 template <class C, class F> __device__ __forceinline__ void for_each_sink(i64 n, F&& f) {
   if constexpr (C::kRollSinkLoops) {
 #pragma unroll 1

@@ -26,7 +26,8 @@ struct FlashFwdSm80Geometry {
   // Rows padded by 16 bytes: the 8 row addresses of one ldmatrix land in distinct banks.
   constexpr i64 row_pitch() const { return head_dim + 8; }
   // Two tiles per warp where they fit in registers without spilling (head_dim <= 64 with
-  // block_k <= 64: 240-250 registers, +8% on H200); one tile elsewhere (bench/cuda/NOTES.md).
+  // block_k <= 64: 240-250 registers, +8% on an H200); one tile elsewhere
+  // (docs/design/flash_fwd_cuda.md, "The sm80 family").
   constexpr i64 rows_per_warp() const {
     if (rows_per_warp_override != 0) return rows_per_warp_override;
     return head_dim <= 64 && block_k <= 64 && block_q == 128 ? 32 : 16;
@@ -66,7 +67,7 @@ struct FlashFwdSm80Geometry {
 // P V runs at N = head_dim (its B operand spans part of the last swizzle atom) and a TMA store
 // drops the staged columns outside the map. One family for every head_dim a Hopper key asks
 // for: the sm80 family ran d96 and d160 at 0.36-0.53x the rate of these tiles
-// (bench/cuda/NOTES.md session 20).
+// (docs/design/flash_fwd_cuda.md, "Head dims that are not multiples of 64").
 //
 // Work items are (q block, q head, sequence). One block per item, or (persistent) one block per
 // SM looping over items, the producer loading the next item's Q and K/V while the consumers
@@ -119,7 +120,7 @@ struct FlashFwdSm90Geometry {
     return ring_smem_bytes_for(stages) + o_tile_bytes();
   }
   // K/V ring depth: as deep as shared memory allows, up to 4 (loads are a large share of a
-  // tile's time: NOTES.md v5/v6); at least 2.
+  // tile's time: 3 stages 547 vs 2 stages 496 TFLOP/s at head_dim 128, 8k); at least 2.
   constexpr i64 stages() const {
     if (stages_override != 0) return stages_override;
     for (i64 s = kMaxStages; s > 2; --s)
@@ -128,10 +129,10 @@ struct FlashFwdSm90Geometry {
   }
   // A bias key's consumer warps stage each tile's bias of their 16 rows in shared memory one
   // tile ahead and read it from there: 4-byte global loads per pair of keys in the fragment
-  // layout touched 8 rows' cache lines per load and left the bias kernels at 1.4 TB/s (NOTES.md
-  // session 23). One lane of each warp copies them with the TMA (boxes of 64 keys x 16 rows,
-  // the 128-byte swizzle, the warp's own mbarrier; sm90_stage_bias): per-lane cp.async chunks
-  // put ~100 instructions of addressing per tile on the softmax's path (session 24). A warp's
+  // layout touched 8 rows' cache lines per load and left the bias kernels at 1.4 TB/s. One lane
+  // of each warp copies them with the TMA (boxes of 64 keys x 16 rows, the 128-byte swizzle,
+  // the warp's own mbarrier; sm90_stage_bias): per-lane cp.async chunks put ~100 instructions
+  // of addressing per tile on the softmax's path (docs/design/flash_fwd_cuda.md, "Bias"). A warp's
   // rows are whole boxes (kBiasBoxBytes each, 1024-byte aligned): the region starts 1 KiB past
   // the barriers (themselves 1 KiB aligned: every tile is a multiple of 1 KiB), and the warps'
   // bias barriers sit in that gap. Only where it fits beside everything else, which it does not
@@ -157,10 +158,10 @@ struct FlashFwdSm90Geometry {
   // tile fits beside two K/V stages: the consumers then hand O to a TMA store and go on, the
   // producer already streaming the next item's Q and K/V, which beats a block per item (its
   // launch, first loads and epilogue are not hidden) by 5-19% at head_dim 128 up to 4k and
-  // 2-3% at head_dim 64 (NOTES.md v17). One block per item elsewhere: at head_dim 256 and at
-  // 128 x 176 / 128 x 192 (no room for the O tile; the heuristic's long-sequence tiles, where
-  // launches are rare and the hardware's block order balances the causal work, v15). Tuning
-  // runs may ask either way.
+  // 2-3% at head_dim 64. One block per item elsewhere: at head_dim 256 and at 128 x 176 /
+  // 128 x 192 (no room for the O tile; the heuristic's long-sequence tiles, where launches are
+  // rare and the hardware's block order balances the causal work). Tuning runs may ask either
+  // way (docs/design/flash_fwd_cuda.md, "Schedules").
   constexpr bool persistent() const {
     if (schedule_override != Sm90Schedule::by_default)
       return schedule_override == Sm90Schedule::persistent;
@@ -188,9 +189,9 @@ struct FlashFwdSm90Geometry {
   // kQRegsHeadroom to spare: an SS wgmma of m64 x n128 x k16 reads 2 KiB of Q and 4 KiB of K
   // from shared memory per 64 tensor cycles (96 B/clk of the SM's 128, before the K/V copies
   // land there); from registers only the 4 KiB of K. Q is loaded once per item and its tile
-  // released once S(0) has used the fragments. Measured (NOTES.md v25): +1..+6% at head_dim
-  // 64 and 128 x 128; mixed (-3..+8%) at 128 x 144, whose estimate leaves 6 registers, hence
-  // the headroom.
+  // released once S(0) has used the fragments. Measured: median +2% at head_dim 64 and
+  // 128 x 128; mixed (-3..+8%) at 128 x 144, whose estimate leaves 6 registers, hence the
+  // headroom (docs/design/flash_fwd_cuda.md, "Q in registers").
   static constexpr i64 kQRegsHeadroom = 16;
   constexpr bool q_in_registers() const {
     if (q_operand_override != Sm90QOperand::by_default)

@@ -124,7 +124,7 @@ __device__ __forceinline__ u64 smem_desc_sw128(u32 addr, u32 lbo_bytes, u32 sbo_
 }
 // The descriptor of addr + bytes from addr's: the address field is linear (addr >> 4 in the
 // low 14 bits) and shared memory ends below 2^18 B, so the add never carries out of it. One
-// add per wgmma instead of rebuilding the descriptor (bench/cuda/NOTES.md v10).
+// add per wgmma instead of rebuilding the descriptor.
 __device__ __forceinline__ u64 smem_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
 // Orders this thread's earlier register writes before the next wgmma reads them.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -185,8 +185,8 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const void* map, u32 bar, i
 }
 
 // An L2 policy for data read once (a bias): evicted first, so that the K/V tiles other blocks
-// still read stay in L2 (the staged bias rows: 0.97-1.00x of the plain policy's rate at d64
-// 192 x 128 causal 16k became 1.08x main's, bench/cuda/NOTES.md session 25).
+// still read stay in L2 (d64 192 x 128 causal 16k with a bias: 0.88-0.97x without it, 1.08x
+// with it; docs/design/flash_fwd_cuda.md, "Bias").
 __device__ __forceinline__ u64 l2_evict_first_policy() {
   u64 policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
