@@ -1,35 +1,56 @@
-// ejk list, ejk cache ls|verify|clear, ejk compile.
+// ejk list, ejk cache ls|verify|clear, ejk compile OP: the same for every op; compile's options
+// are the axes of the op's spec.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <iostream>
+#include <map>
 #include <set>
-#include <utility>
 
 #include "commands.h"
 #include "ejk/admin.h"
+#include "ejk/op.h"
+#include "parse.h"
 
 namespace ejk::cli {
 namespace {
 
 int g_exit_code = 0;
 
-void print_list() {
-  auto cached = cache_list(false);
-  std::set<std::string> cached_keys;
-  for (const auto& e : cached) cached_keys.insert(e.key);
-  for (const auto& op : list_ops()) {
-    std::cout << fmt::format("{} (kernel family {}, spec {}; backends: {})\n", op.api, op.op, op.spec_file,
-                             fmt::join(op.backends, ", "));
-    std::cout << fmt::format("  built-in ({}):\n", op.builtin.size());
-    for (const auto& k : op.builtin) std::cout << "    " << k << "\n";
-    std::vector<std::string> mine;
-    for (const auto& k : cached_keys)
-      if (k.rfind(op.op + ".", 0) == 0) mine.push_back(k);
-    std::cout << fmt::format("  cached in {} ({}):\n", cache_root().string(), mine.size());
-    for (const auto& k : mine) std::cout << "    " << k << "\n";
+// Printable text only: names from the cache come from files anyone may have written.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (char c : s) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+
+void print_op(const OpListing& l, const std::set<std::string>& cached) {
+  std::cout << fmt::format("{} (kernel family {}, spec {}; backends: {})\n", l.api, l.op, l.spec_file, fmt::join(l.backends, ", "));
+  const std::vector<std::string> ops = op_names();
+  if (std::find(ops.begin(), ops.end(), l.api) != ops.end()) {
+    const OpInfo info = describe_op(l.api);
+    for (const OpTensorInfo& t : info.tensors)
+      std::cout << fmt::format("  {:<8} {:<16} {} {}{}\n", t.output ? "out" : t.optional ? "in (opt)" : "in", t.name,
+                               t.layout, t.dtypes, t.mode_layouts.empty() ? "" : fmt::format("  varlen {}", t.mode_layouts[0].second));
+    for (const OpScalarInfo& s : info.scalars)
+      std::cout << fmt::format("  {:<8} {:<16} {} = {}\n", "scalar", s.name, s.type, s.default_value);
+  } else {
+    std::cout << "  (internal: a companion kernel other ops launch)\n";
   }
+  std::cout << fmt::format("  built-in ({}):\n", l.builtin.size());
+  for (const auto& k : l.builtin) std::cout << "    " << k << "\n";
+  std::vector<std::string> mine;
+  for (const auto& k : cached)
+    if (k.rfind(l.op + ".", 0) == 0) mine.push_back(k);
+  std::cout << fmt::format("  cached in {} ({}):\n", cache_root().string(), mine.size());
+  for (const auto& k : mine) std::cout << "    " << printable(k) << "\n";
+}
+
+void print_list() {
+  std::set<std::string> cached;
+  for (const auto& e : cache_list(false)) cached.insert(e.key);
+  for (const auto& op : list_ops()) print_op(op, cached);
 }
 
 void print_cache(bool verify) {
@@ -37,8 +58,8 @@ void print_cache(bool verify) {
   std::cout << fmt::format("cache {} ({} entries)\n", cache_root().string(), entries.size());
   size_t bad = 0;
   for (const auto& e : entries) {
-    std::cout << fmt::format("  {:<5} {:<72} {:>9} B  {}{}\n", e.backend, e.key, e.size,
-                             verify ? (e.valid ? "ok" : "CORRUPT") : "", e.valid ? "" : " (" + e.problem + ")");
+    std::cout << fmt::format("  {:<5} {:<72} {:>9} B  {}{}\n", printable(e.backend), printable(e.key), e.size,
+                             verify ? (e.valid ? "ok" : "CORRUPT") : "", e.valid ? "" : " (" + printable(e.problem) + ")");
     if (!e.valid) ++bad;
   }
   if (verify) {
@@ -47,63 +68,53 @@ void print_cache(bool verify) {
   }
 }
 
-}  // namespace
-
-int exit_code() { return g_exit_code; }
-void set_exit_code(int code) { g_exit_code = code; }
-
-void add_list_command(CLI::App& app) {
-  auto* list = app.add_subcommand("list", "List ops and their variants: built-in and cached");
-  list->callback(print_list);
+std::string flag_name(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return "--" + name;
 }
 
-void add_cache_command(CLI::App& app) {
-  auto* cache = app.add_subcommand("cache", "Inspect or clear the compiled-variant cache");
-  cache->require_subcommand(1);
-  cache->add_subcommand("ls", "List entries")->callback([] { print_cache(false); });
-  cache->add_subcommand("verify", "Check every entry's header and checksum (exit 1 if any is bad)")
-      ->callback([] { print_cache(true); });
-  cache->add_subcommand("clear", "Remove every entry")->callback([] {
-    size_t n = cache_clear();
-    std::cout << fmt::format("removed {} entries from {}\n", n, cache_root().string());
-  });
-}
-
-void add_compile_command(CLI::App& app) {
-  auto req = std::make_shared<CompileRequest>();
-  auto flags = std::make_shared<std::map<std::string, bool>>();
-  auto ints = std::make_shared<std::map<std::string, int64_t>>();
-  auto dtype = std::make_shared<std::string>("bf16");
-  auto json = std::make_shared<bool>(false);
-  auto arch = std::make_shared<std::string>();
-  auto* c = app.add_subcommand("compile", "Compile a variant into the cache without running it");
-  c->add_option("op", req->api, "Op")->check(CLI::IsMember({"flash_attention"}))->required();
-  c->add_option("--backend", req->backend, "cpu or cuda")->capture_default_str();
-  c->add_option("--arch,--target", *arch, "Target: sm80, sm90a (cuda); avx512, avx2, generic (cpu)");
-  c->add_option("--dtype", *dtype, "f32, bf16 or f16")->capture_default_str();
-  const std::pair<const char*, const char*> int_axes[] = {
-      {"d", "Head dim"},
-      {"block-q", "Query block (default: the spec's heuristic)"},
-      {"block-k", "Key block (default: the spec's heuristic)"}};
-  for (const auto& [n, help] : int_axes) c->add_option(std::string("--") + n, (*ints)[n], help);
-  for (const char* n : {"causal", "window", "segments", "softcap", "sinks", "bias"})
-    c->add_flag(std::string("--") + n, (*flags)[n], std::string("The key's ") + n + " flag");
-  c->add_flag("--per-item", (*flags)["per_item"],
-              "sm90a: one block per work item instead of persistent blocks (a tuning flag)");
-  c->add_flag("--json", *json, "Print one JSON object");
-  c->callback([=] {
-    CompileRequest r = *req;
-    r.target = *arch;
-    if (r.target.rfind("sm_", 0) == 0) r.target.erase(2, 1);  // sm_90a → sm90a
-    r.axes["dtype"] = *dtype;
-    if ((*ints)["d"]) r.axes["head_dim"] = std::to_string((*ints)["d"]);
-    if ((*ints)["block-q"]) r.axes["block_q"] = std::to_string((*ints)["block-q"]);
-    if ((*ints)["block-k"]) r.axes["block_k"] = std::to_string((*ints)["block-k"]);
-    for (const auto& [name, on] : *flags) r.axes[name] = on ? "1" : "0";
-    CompileReport rep = compile_variant(r);
-    if (*json) {
-      nlohmann::json j{{"key", rep.key}, {"arch", rep.target}, {"source", rep.source},
-                       {"compile_ms", rep.compile_ms}, {"cache_path", rep.cache_path.string()},
+// `ejk compile OP`: one option per axis of the op's spec (`--head-dim 128`, also `--d 128` by the
+// axis's key prefix; flags as flags; enums by value).
+void add_compile_subcommand(CLI::App& compile, const OpListing& l) {
+  struct State {
+    CompileRequest req;
+    std::map<std::string, std::string> values;
+    std::map<std::string, bool> flags;
+    std::string arch;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  st->req.api = l.api;
+  CLI::App* c = compile.add_subcommand(l.api, "Compile a variant of " + l.api + " into the cache without running it");
+  c->add_option("--backend", st->req.backend, fmt::format("{}", fmt::join(l.backends, " or ")))->capture_default_str();
+  c->add_option("--arch,--target", st->arch, "Target: sm80, sm90a (cuda); the host's (cpu)");
+  c->add_flag("--json", st->json, "Print one JSON object");
+  const std::vector<std::string> ops = op_names();
+  const bool public_op = std::find(ops.begin(), ops.end(), l.api) != ops.end();
+  std::map<std::string, std::string> prefixes = {{"head_dim", "d"}};
+  if (public_op)
+    for (const OpAxisInfo& a : describe_op(l.api).axes) {
+      if (a.kind == "flag") {
+        c->add_flag(flag_name(a.name), st->flags[a.name], a.doc.empty() ? "the key's " + a.name + " flag" : a.doc);
+        continue;
+      }
+      std::string names = flag_name(a.name);
+      if (auto p = prefixes.find(a.name); p != prefixes.end()) names += ",--" + p->second;
+      c->add_option(names, st->values[a.name], fmt::format("{} ({}){}", a.doc, a.domain,
+                                                           a.tuning ? "; default: the spec's heuristic" : ""));
+    }
+  c->callback([st] {
+    CompileRequest r = st->req;
+    r.target = st->arch;
+    if (r.target.rfind("sm_", 0) == 0) r.target.erase(2, 1);  // sm_90a -> sm90a
+    for (const auto& [name, v] : st->values)
+      if (!v.empty()) r.axes[name] = v;
+    for (const auto& [name, on] : st->flags)
+      if (on) r.axes[name] = "1";
+    const CompileReport rep = compile_variant(r);
+    if (st->json) {
+      nlohmann::json j{{"key", rep.key}, {"arch", rep.target}, {"source", rep.source}, {"compile_ms", rep.compile_ms},
+                       {"cache_path", rep.cache_path.string()},
                        {"registers", rep.registers < 0 ? nlohmann::json() : nlohmann::json(rep.registers)},
                        {"shared_bytes", rep.shared_bytes < 0 ? nlohmann::json() : nlohmann::json(rep.shared_bytes)}};
       std::cout << j.dump() << "\n";
@@ -111,6 +122,32 @@ void add_compile_command(CLI::App& app) {
       std::cout << fmt::format("{}  [{}] {:.1f} ms  {}\n", rep.key, rep.source, rep.compile_ms, rep.cache_path.string());
     }
   });
+}
+
+}  // namespace
+
+int exit_code() { return g_exit_code; }
+void set_exit_code(int code) { g_exit_code = code; }
+
+void add_list_command(CLI::App& app) {
+  app.add_subcommand("list", "List ops, their arguments and variants: built-in and cached")->callback(print_list);
+}
+
+void add_cache_command(CLI::App& app) {
+  auto* cache = app.add_subcommand("cache", "Inspect or clear the compiled-variant cache");
+  cache->require_subcommand(1);
+  cache->add_subcommand("ls", "List entries")->callback([] { print_cache(false); });
+  cache->add_subcommand("verify", "Check every entry (exit 1 if any is bad)")->callback([] { print_cache(true); });
+  cache->add_subcommand("clear", "Remove every entry")->callback([] {
+    const size_t n = cache_clear();
+    std::cout << fmt::format("removed {} entries from {}\n", n, cache_root().string());
+  });
+}
+
+void add_compile_command(CLI::App& app) {
+  auto* compile = app.add_subcommand("compile", "Compile a variant into the cache without running it");
+  compile->require_subcommand(1);
+  for (const OpListing& l : list_ops()) add_compile_subcommand(*compile, l);
 }
 
 }  // namespace ejk::cli

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "ejk/flash_attention.h"
+#include "ejk/types.h"
 
 namespace ejk::cli {
 

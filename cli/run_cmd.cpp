@@ -1,72 +1,76 @@
-// ejk run flash_attention: make (or load) inputs, run, time, check against float64, report.
+// ejk run OP: make (or --load) a problem, validate it before allocating, run it on the chosen
+// backend, time it, check every output against the float64 reference, report (text or JSON).
+// The same for every op; an op contributes its OpCase (op_case.h).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include "commands.h"
 #include "ejk/core/error.h"
-#include "flash_case.h"
+#include "op_case.h"
+#include "parse.h"
 #include "progress.h"
 
 namespace ejk::cli {
 namespace {
 
-struct RunArgs {
-  std::string op = "flash_attention";
-  FlashCaseSpec spec;
-  std::string window, dtype = "f32", backend = "cpu";
-  float softcap = 0, scale = 0;
-  int64_t block_q = 0, block_k = 0;
-  int iters = 5;
-  bool check = false, json = false, no_normalize = false;
-  std::string save, load;
+struct RunOptions {
+  std::string dtype = "f32", backend = "cpu", iters = "5", seed = "0", save, load;
+  bool check = false, json = false;
+  std::map<std::string, std::string> tuning;  // axis -> value, from --block-q and the like
 };
 
-struct Errors {
-  double rel_l2 = 0, max_abs = 0, lse_max_abs = 0;
-  bool nan = false;
+struct OutputError {
+  std::string name;
+  double rel_l2 = 0, max_abs = 0;
+  bool bad = false;  // NaN, or infinities where the reference has none (or the reverse)
 };
 
-// Compares out (typed) and lse with the float64 reference: rel-L2 and max abs error; NaN, and
-// any lse mismatch in infinities, count as failure.
-Errors compare(const Tensor& out, const Tensor& lse, const FlashAttentionReference& ref) {
-  Tensor o = to_f32(out);
-  Errors e;
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+OutputError compare(const std::string& name, const std::vector<double>& got, const std::vector<double>& ref) {
+  OutputError e{name};
   double num = 0, den = 0;
-  for (int64_t i = 0; i < o.numel(); ++i) {
-    double x = o.data_as<float>()[i], r = ref.out[i];
-    if (std::isnan(x)) e.nan = true;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double x = got[i], r = ref[i];
+    if (std::isnan(x) || std::isinf(x) != std::isinf(r) || (std::isinf(r) && x != r)) {
+      e.bad = true;
+      continue;
+    }
+    if (std::isinf(r)) continue;
     num += (x - r) * (x - r);
     den += r * r;
     e.max_abs = std::max(e.max_abs, std::abs(x - r));
   }
   e.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  for (int64_t i = 0; i < lse.numel(); ++i) {
-    double x = lse.data_as<float>()[i], r = ref.lse[i];
-    if (std::isnan(x) || std::isinf(x) != std::isinf(r)) e.nan = true;
-    else if (!std::isinf(r)) e.lse_max_abs = std::max(e.lse_max_abs, std::abs(x - r));
-  }
   return e;
 }
 
-std::optional<SlidingWindow> parse_window(const std::string& w) {
-  if (w.empty()) return std::nullopt;
-  auto comma = w.find(',');
-  try {
-    if (comma == std::string::npos) return SlidingWindow::symmetric(std::stoll(w));
-    return SlidingWindow{std::stoll(w.substr(0, comma)), std::stoll(w.substr(comma + 1))};
-  } catch (const std::exception&) {
-    throw InvalidArgument(fmt::format("--window: expected W or L,R (integers), got '{}'", w));
-  }
+Args with_tuning(Args a, const RunOptions& o) {
+  for (const auto& [axis, text] : o.tuning)
+    if (!text.empty()) a.tune(axis, parse_int(text, "--" + axis, 1, 1 << 20));
+  return a;
 }
 
-// Where the inputs go: --backend cuda needs a usable GPU; auto takes one when there is one
+// The inputs' shapes as views without memory: the op checks them before anything is made.
+Args shape_args(const HostCase& c, const std::vector<InputSpec>& specs, Device device) {
+  Args a;
+  for (const InputSpec& s : specs) a.set(s.name, TensorView{nullptr, s.dtype, device, s.shape, contiguous_strides(s.shape)});
+  for (const auto& [name, v] : c.scalars) a.set(name, v);
+  return a;
+}
+
+// --backend cuda needs a usable GPU whose kernels take the problem; auto takes one when it can
 // and says why not otherwise.
-Device pick_device(Backend backend, DType dtype, std::string& fallback) {
+Device pick_device(const std::string& op, Backend backend, const Args& shapes_on_cuda, std::string& fallback) {
   std::string why;
   switch (backend) {
     case Backend::cpu: return Device{};
@@ -77,136 +81,172 @@ Device pick_device(Backend backend, DType dtype, std::string& fallback) {
       backend_available(Backend::hip, &why);
       throw BackendUnavailable("--backend hip: " + why);
     case Backend::auto_:
-      if (dtype == DType::f32) {
-        fallback = "auto picked the CPU: the CUDA variants take bf16 or f16, not f32";
+      if (!backend_available(Backend::cuda, &why)) {
+        fallback = "auto picked the CPU: CUDA unavailable (" + why + ")";
         return Device{};
       }
-      if (backend_available(Backend::cuda, &why)) return Device{DeviceKind::cuda, 0};
-      fallback = "auto picked the CPU: CUDA unavailable (" + why + ")";
-      return Device{};
+      try {
+        variant_key(op, shapes_on_cuda, Context{Backend::cuda});
+        return Device{DeviceKind::cuda, 0};
+      } catch (const InvalidArgument& e) {
+        fallback = std::string("auto picked the CPU: the CUDA kernels do not take this problem (") + e.what() + ")";
+        return Device{};
+      }
   }
   return Device{};
 }
 
-void run_flash(RunArgs a) {
-  if (a.op != "flash_attention")
-    throw InvalidArgument(fmt::format("run: unknown op '{}', expected flash_attention", a.op));
-  FlashCase c;
-  if (!a.load.empty()) {
-    c = load_case(a.load);
-  } else {
-    a.spec.dtype = parse_dtype(a.dtype);
-    a.spec.window = parse_window(a.window);
-    if (a.softcap != 0) a.spec.softcap = a.softcap;
-    if (a.scale != 0) a.spec.scale = a.scale;
-    a.spec.normalize_output = !a.no_normalize;
-    c = make_random_case(a.spec);
+HostCase make_case(OpCase& oc, const RunOptions& o, Backend backend, Device& device, std::string& fallback) {
+  HostCase c;
+  if (!o.load.empty()) {
+    c = load_case(o.load, oc.op());
+    oc.finish(c);
+    std::vector<InputSpec> specs;
+    for (const auto& [name, t] : c.inputs) specs.push_back({name, t.shape(), t.dtype()});
+    device = pick_device(oc.op(), backend, with_tuning(shape_args(c, specs, {DeviceKind::cuda, 0}), o), fallback);
+    return c;
   }
-  std::string fallback;
-  Device device = pick_device(parse_backend(a.backend), c.spec.dtype, fallback);
-  FlashAttentionOptions opt = c.options(parse_backend(a.backend), a.block_q, a.block_k);
-  std::vector<Tensor> device_copies;
-  const FlashAttentionInputs in = c.inputs_on(device, device_copies);
+  c.op = oc.op();
+  c.dtype = parse_dtype(o.dtype);
+  c.seed = uint64_t(parse_int(o.seed, "--seed", 0, INT64_MAX));
+  const std::vector<InputSpec> specs = oc.inputs(c.dtype);
+  oc.scalars(c);
+  device = pick_device(oc.op(), backend, with_tuning(shape_args(c, specs, {DeviceKind::cuda, 0}), o), fallback);
+  variant_key(oc.op(), with_tuning(shape_args(c, specs, device), o), Context{});  // validates before allocating
+  std::mt19937_64 rng(c.seed);
+  for (const InputSpec& s : specs) {
+    Tensor t = Tensor::empty(s.shape, s.dtype);
+    oc.fill(s.name, t, rng);
+    c.inputs.emplace_back(s.name, std::move(t));
+  }
+  oc.finish(c);
+  return c;
+}
 
-  FlashAttentionResult r;
+void report(const OpCase& oc, const HostCase& c, const RunInfo& info, double ms, double host_us,
+            const std::vector<OutputError>& errors, bool pass, const std::string& fallback, bool json, int iters) {
+  const Work w = oc.work(c);
+  const double rate = ms > 0 ? (w.flops > 0 ? w.flops : w.bytes) / (ms * 1e6) : 0;
+  const char* unit = w.flops > 0 ? "gflops" : "gbps";
+  double worst_rel = 0, worst_abs = 0;
+  for (const OutputError& e : errors) worst_rel = std::max(worst_rel, e.rel_l2), worst_abs = std::max(worst_abs, e.max_abs);
+  const double tol = c.dtype == DType::f32 ? 1e-5 : 1e-2;
+  if (json) {
+    nlohmann::json j{{"op", oc.op()}, {"key", info.key}, {"backend", std::string(backend_name(info.backend))},
+                     {"source", std::string(source_name(info.source))}, {"compile_ms", info.compile_ms},
+                     {"load_ms", info.load_ms}, {"ms", ms}, {"host_us", host_us}, {unit, rate}};
+    j["check"] = errors.empty() ? nlohmann::json() : nlohmann::json(pass ? "pass" : "fail");
+    j["rel_l2_err"] = errors.empty() ? nlohmann::json() : nlohmann::json(worst_rel);
+    j["max_abs_err"] = errors.empty() ? nlohmann::json() : nlohmann::json(worst_abs);
+    for (const OutputError& e : errors) j["outputs"][e.name] = {{"rel_l2", e.rel_l2}, {"max_abs", e.max_abs}, {"nonfinite_mismatch", e.bad}};
+    if (!fallback.empty()) j["fallback_reason"] = fallback;
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}  [{} from {}]\n", info.key, backend_name(info.backend), source_name(info.source));
+  if (info.source == VariantSource::jit) std::cout << fmt::format("  compile {:.1f} ms\n", info.compile_ms);
+  if (info.source == VariantSource::cache) std::cout << fmt::format("  cache load {:.2f} ms\n", info.load_ms);
+  std::cout << fmt::format("  time {:.3f} ms (median of {}), host {:.1f} us per call  {:.1f} {}\n", ms, iters, host_us,
+                           rate, w.flops > 0 ? "GFLOP/s" : "GB/s");
+  for (const OutputError& e : errors)
+    std::cout << fmt::format("  check {} vs float64: rel_l2 {:.3e}  max_abs {:.3e}{}  (tol {:.0e})\n", e.name, e.rel_l2,
+                             e.max_abs, e.bad ? "  NaN/inf mismatch" : "", tol);
+  if (!errors.empty()) std::cout << (pass ? "  PASS\n" : "  FAIL\n");
+  if (!fallback.empty()) std::cerr << "note: " << fallback << "\n";
+}
+
+void run_op(OpCase& oc, const RunOptions& o) {
+  const Backend backend = parse_backend(o.backend);
+  const int iters = int(parse_int(o.iters, "--iters", 0, 1000000));
+  Device device;
+  std::string fallback;
+  const HostCase c = make_case(oc, o, backend, device, fallback);
+  // The problem on the device: inputs copied there, outputs allocated there.
+  std::vector<Tensor> keep;
+  Args args;
+  for (const auto& [name, t] : c.inputs) {
+    keep.push_back(device.kind == DeviceKind::cpu ? t : t.to(device));
+    args.set(name, keep.back().view());
+  }
+  for (const auto& [name, v] : c.scalars) args.set(name, v);
+  args = with_tuning(args, o);
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  for (const OutputSpec& s : output_specs(oc.op(), args)) {
+    outputs.emplace_back(s.name, Tensor::empty(s.shape, s.dtype, device));
+    args.set(s.name, outputs.back().second.view());
+  }
+  RunInfo info;
   {
     CompileProgress progress;
-    r = flash_attention(in, opt);  // first call: includes finding/compiling the variant
+    info = run(oc.op(), args);  // the first call finds or compiles the variant
     synchronize(device);
   }
-  std::vector<double> times;
-  for (int i = 0; i < a.iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    flash_attention_into(in, opt, r.out.view(), r.lse.view());
+  std::vector<double> ms, host_us;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    run(oc.op(), args);
+    const auto t1 = Clock::now();
     synchronize(device);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(ms_between(t0, Clock::now()));
+    host_us.push_back(1e3 * ms_between(t0, t1));
   }
-  if (!fallback.empty()) r.info.fallback_reason = fallback;
-  std::sort(times.begin(), times.end());
-  double ms = times.empty() ? 0 : times[times.size() / 2];
-  double gflops = ms > 0 ? 4.0 * static_cast<double>(c.spec.hq * c.spec.d) * c.visible_pairs() / (ms * 1e6) : 0;
-
-  std::optional<Errors> err;
-  if (a.check) {
+  auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0.0 : v[v.size() / 2]; };
+  std::vector<OutputError> errors;
+  bool pass = true;
+  if (o.check) {
     // Poison, run once more, then compare: every element must have been written.
-    Tensor poison_out = Tensor::empty(r.out.shape(), r.out.dtype());
-    Tensor poison_lse = Tensor::empty(r.lse.shape(), DType::f32);
-    std::fill_n(static_cast<unsigned char*>(poison_out.data()), poison_out.nbytes(), 0xff);
-    std::fill_n(static_cast<unsigned char*>(poison_lse.data()), poison_lse.nbytes(), 0xff);
-    r.out = poison_out.to(device);
-    r.lse = poison_lse.to(device);
-    flash_attention_into(in, opt, r.out.view(), r.lse.view());
+    for (auto& [name, t] : outputs) {
+      Tensor poison = Tensor::empty(t.shape(), t.dtype());
+      std::memset(poison.data(), 0xff, poison.nbytes());
+      t = device.kind == DeviceKind::cpu ? poison : poison.to(device);
+      args.set(name, t.view());
+    }
+    run(oc.op(), args);
     synchronize(device);
-    r.out = r.out.to(Device{});
-    r.lse = r.lse.to(Device{});
-    err = compare(r.out, r.lse, flash_attention_reference(c.inputs(), opt));
+    const std::vector<ReferenceOutput> ref = reference(oc.op(), c.args());
+    const double tol = c.dtype == DType::f32 ? 1e-5 : 1e-2;
+    for (auto& [name, t] : outputs) {
+      t = t.to(Device{});
+      auto r = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& x) { return x.name == name; });
+      errors.push_back(compare(name, to_double(t), r->values));
+      pass = pass && !errors.back().bad && errors.back().rel_l2 <= tol;
+    }
   }
-  double tol = c.spec.dtype == DType::f32 ? 1e-5 : 1e-2;
-  bool pass = !err || (!err->nan && err->rel_l2 <= tol);
-  if (!a.save.empty()) save_case(c, r.out.to(Device{}), r.lse.to(Device{}), a.save);
-
-  if (a.json) {
-    nlohmann::json j;
-    j["op"] = a.op;
-    j["key"] = r.info.key;
-    j["backend"] = std::string(backend_name(r.info.backend));
-    j["source"] = std::string(source_name(r.info.source));
-    j["compile_ms"] = r.info.compile_ms;
-    j["load_ms"] = r.info.load_ms;
-    j["ms"] = ms;
-    j["gflops"] = gflops;
-    j["rel_l2_err"] = err ? nlohmann::json(err->rel_l2) : nlohmann::json();
-    j["max_abs_err"] = err ? nlohmann::json(err->max_abs) : nlohmann::json();
-    j["lse_max_abs_err"] = err ? nlohmann::json(err->lse_max_abs) : nlohmann::json();
-    j["check"] = err ? nlohmann::json(pass ? "pass" : "fail") : nlohmann::json();
-    if (!r.info.fallback_reason.empty()) j["fallback_reason"] = r.info.fallback_reason;
-    std::cout << j.dump() << "\n";
-  } else {
-    std::cout << fmt::format("{}  [{} from {}]\n", r.info.key, backend_name(r.info.backend), source_name(r.info.source));
-    if (r.info.source == VariantSource::jit) std::cout << fmt::format("  compile {:.1f} ms\n", r.info.compile_ms);
-    if (r.info.source == VariantSource::cache) std::cout << fmt::format("  cache load {:.2f} ms\n", r.info.load_ms);
-    std::cout << fmt::format("  time {:.3f} ms (median of {})  {:.1f} GFLOP/s\n", ms, a.iters, gflops);
-    if (err)
-      std::cout << fmt::format("  check vs float64: rel_l2 {:.3e}  max_abs {:.3e}  lse max_abs {:.3e}  (tol {:.0e}) {}\n",
-                               err->rel_l2, err->max_abs, err->lse_max_abs, tol, pass ? "PASS" : "FAIL");
-    if (!r.info.fallback_reason.empty()) std::cerr << "note: " << r.info.fallback_reason << "\n";
+  if (!o.save.empty()) {
+    for (auto& [name, t] : outputs) t = t.to(Device{});
+    save_case(c, outputs, o.save);
   }
+  report(oc, c, info, median(ms), median(host_us), errors, pass, fallback, o.json, iters);
   if (!pass) set_exit_code(1);
+}
+
+void add_op_subcommand(CLI::App& run, OpCase& oc) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = run.add_subcommand(oc.op(), describe_op(oc.op()).doc);
+  oc.add_options(*cmd);
+  cmd->add_option("--dtype", o->dtype, "Element type (the op's dtype axis)")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "cpu, cuda, hip or auto (a GPU when one takes the problem)")->capture_default_str();
+  cmd->add_option("--iters", o->iters, "Timed runs (median reported)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--check", o->check, "Compare every output with the float64 reference; exit 1 past tolerance");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--save", o->save, "Write inputs, outputs (.npy) and params.json to this folder");
+  cmd->add_option("--load", o->load, "Read inputs and scalars from a folder written by --save");
+  for (const OpAxisInfo& a : describe_op(oc.op()).axes)
+    if (a.kind == "int" && a.tuning) {
+      std::string flag = a.name;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      cmd->add_option("--" + flag, o->tuning[a.name], a.doc + " (default: the spec's heuristic)");
+    }
+  cmd->callback([&oc, o] { run_op(oc, *o); });
 }
 
 }  // namespace
 
 void add_run_command(CLI::App& app) {
-  auto a = std::make_shared<RunArgs>();
-  auto* run = app.add_subcommand("run", "Run an op on random (or --load'ed) inputs");
-  run->add_option("op", a->op, "Op to run")->check(CLI::IsMember({"flash_attention"}))->required();
-  auto& s = a->spec;
-  run->add_option("--b", s.b, "Batch (varlen: number of sequences)")->capture_default_str();
-  run->add_option("--sq", s.sq, "Query length (varlen: packed total)")->capture_default_str();
-  run->add_option("--sk", s.sk, "Key length (varlen: packed total)")->capture_default_str();
-  run->add_option("--hq", s.hq, "Query heads")->capture_default_str();
-  run->add_option("--hkv", s.hkv, "Key/value heads (divides hq)")->capture_default_str();
-  run->add_option("--d", s.d, "Head dim")->capture_default_str();
-  run->add_flag("--causal", s.causal, "Causal mask (top-left aligned)");
-  run->add_option("--window", a->window, "Sliding window: W or L,R");
-  run->add_option("--softcap", a->softcap, "Logit soft cap C: C*tanh(s/C)");
-  run->add_option("--scale", a->scale, "Softmax scale (default 1/sqrt(D))");
-  run->add_flag("--sinks", s.sinks, "Random attention sinks, one per head");
-  run->add_flag("--segments", s.segments, "Random segment ids (with padding)");
-  run->add_flag("--varlen", s.varlen, "Packed variable-length sequences");
-  run->add_flag("--bias", s.bias, "Random additive bias [B, Hq, Sq, Sk]");
-  run->add_flag("--no-normalize", a->no_normalize, "normalize_output = false");
-  run->add_option("--dtype", a->dtype, "f32, bf16 or f16")->capture_default_str();
-  run->add_option("--backend", a->backend, "cpu, cuda, hip or auto (a GPU when there is one)")->capture_default_str();
-  run->add_option("--block-q", a->block_q, "Query block (default: the spec's heuristic)");
-  run->add_option("--block-k", a->block_k, "Key block (default: the spec's heuristic)");
-  run->add_option("--iters", a->iters, "Timed runs (median reported)")->capture_default_str();
-  run->add_option("--seed", s.seed, "Random seed")->capture_default_str();
-  run->add_flag("--check", a->check, "Compare with the float64 reference; exit 1 past tolerance");
-  run->add_flag("--json", a->json, "Print one JSON object");
-  run->add_option("--save", a->save, "Write inputs, outputs and params.json to this folder");
-  run->add_option("--load", a->load, "Read inputs from a folder written by --save");
-  run->callback([a] { run_flash(*a); });
+  CLI::App* run = app.add_subcommand("run", "Run an op on random (or --load'ed) inputs, time it, check it");
+  run->require_subcommand(1);
+  for (OpCase* oc : op_cases()) add_op_subcommand(*run, *oc);
 }
 
 }  // namespace ejk::cli

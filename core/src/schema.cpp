@@ -84,6 +84,18 @@ bool OpSchema::has_backend(std::string_view name) const {
   return std::any_of(backends_.begin(), backends_.end(), [&](const BackendDef& b) { return b.name == name; });
 }
 
+int OpSchema::tensor_index(std::string_view name) const {
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int OpSchema::scalar_index(std::string_view name) const {
+  for (size_t i = 0; i < scalars_.size(); ++i)
+    if (scalars_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
 const AxisDef& OpSchema::axis(std::string_view name) const {
   for (const AxisDef& a : axes_)
     if (a.name == name) return a;

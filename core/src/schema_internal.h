@@ -9,6 +9,19 @@
 
 namespace ejk::detail {
 
+// The argument sections of a spec (schema_args.cpp).
+struct ArgSections {
+  std::vector<ModeDef> modes;
+  std::vector<TensorArgDef> tensors;
+  std::vector<ScalarArgDef> scalars;
+  std::vector<std::vector<std::string>> together;
+  std::vector<ProblemVarDef> problem;
+  std::vector<std::string> symbols;
+};
+// `internal`: a companion kernel's op (no API), whose outputs need not be sized by its inputs.
+ArgSections parse_arg_sections(const SpecReader& r, const Fields& top, const std::vector<AxisDef>& axes,
+                               const std::map<std::string, int64_t>& enum_constants, bool internal);
+
 // One `backends.<name>` section, validated against the op's axes, problem variables and enum
 // constants (schema_backend.cpp). AOT sets are checked against constraints later, by the schema.
 BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const std::string& name,

@@ -18,22 +18,6 @@ namespace {
 using detail::Fields;
 using detail::SpecReader;
 
-const std::set<std::string>& known_dtypes() {
-  static const std::set<std::string> names = {"f32", "bf16", "f16", "f64", "i32", "i64", "u8"};
-  return names;
-}
-
-const std::set<std::string>& known_scalar_types() {
-  static const std::set<std::string> names = {"f32", "f64", "i32", "i64", "bool", "i64[2]"};
-  return names;
-}
-
-std::string list_names(const std::set<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += fmt::format("{}{}", s.empty() ? "" : ", ", n);
-  return s;
-}
-
 void parse_jit_range(const SpecReader& r, const YAML::Node& n, const std::string& path,
                      AxisDef& a) {
   Fields f = r.fields(n, path, {"min", "max", "multiple_of"}, {"min", "max"});
@@ -50,7 +34,7 @@ void parse_jit_range(const SpecReader& r, const YAML::Node& n, const std::string
 }
 
 AxisDef parse_axis(const SpecReader& r, const YAML::Node& n, const std::string& path) {
-  Fields f = r.fields(n, path, {"name", "kind", "prefix", "token", "values", "jit", "tuning", "doc"},
+  Fields f = r.fields(n, path, {"name", "kind", "prefix", "token", "values", "jit", "tuning", "from", "doc"},
                       {"name", "kind"});
   AxisDef a;
   a.line = f.line;
@@ -90,6 +74,10 @@ AxisDef parse_axis(const SpecReader& r, const YAML::Node& n, const std::string& 
     a.tuning = r.boolean(*t, SpecReader::join(path, "tuning"));
   }
   if (a.kind != AxisKind::Flag) detail::parse_domain(r, f, path, a);
+  if (const YAML::Node* from = f.find("from")) {
+    if (a.kind != AxisKind::Int) r.fail(*from, SpecReader::join(path, "from"), "only an int axis takes its value from a size");
+    a.from = r.scalar(*from, SpecReader::join(path, "from"));
+  }
   if (const YAML::Node* d = f.find("doc")) a.doc = r.text(*d, SpecReader::join(path, "doc"));
   return a;
 }
@@ -139,87 +127,6 @@ const AxisDef* find_axis(const std::vector<AxisDef>& axes, std::string_view name
   for (const AxisDef& a : axes)
     if (a.name == name) return &a;
   return nullptr;
-}
-
-std::string check_flag_axis(const SpecReader& r, const Fields& f, const std::string& path,
-                            const std::vector<AxisDef>& axes) {
-  const YAML::Node* n = f.find("sets_flag");
-  if (!n) return "";
-  std::string name = r.identifier(*n, SpecReader::join(path, "sets_flag"));
-  const AxisDef* a = find_axis(axes, name);
-  if (!a || a->kind != AxisKind::Flag)
-    r.fail(*n, SpecReader::join(path, "sets_flag"), fmt::format("'{}' is not a flag axis", name));
-  if (a->tuning)
-    r.fail(*n, SpecReader::join(path, "sets_flag"),
-           fmt::format("'{}' is a tuning flag: heuristics choose it, no argument sets it", name));
-  return name;
-}
-
-std::vector<TensorArgDef> parse_tensors(const SpecReader& r, const YAML::Node& n,
-                                        const std::vector<AxisDef>& axes) {
-  std::vector<TensorArgDef> out;
-  const std::vector<YAML::Node> items = r.list(n, "tensors", false);
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string path = SpecReader::index("tensors", i);
-    Fields f = r.fields(items[i], path,
-                        {"name", "layout", "dtypes", "optional", "output", "sets_flag", "doc"},
-                        {"name", "layout", "dtypes"});
-    TensorArgDef t;
-    t.line = f.line;
-    t.name = r.identifier(*f.find("name"), SpecReader::join(path, "name"));
-    t.layout = r.scalar_list(*f.find("layout"), SpecReader::join(path, "layout"), false);
-    t.dtypes = r.scalar_list(*f.find("dtypes"), SpecReader::join(path, "dtypes"), false);
-    for (const std::string& d : t.dtypes) {
-      const AxisDef* a = find_axis(axes, d);
-      if (!known_dtypes().count(d) && !(a && a->kind == AxisKind::Enum))
-        r.fail(*f.find("dtypes"), SpecReader::join(path, "dtypes"),
-               fmt::format("'{}' is neither a dtype ({}) nor an enum axis", d, list_names(known_dtypes())));
-    }
-    if (const YAML::Node* o = f.find("optional")) t.optional = r.boolean(*o, SpecReader::join(path, "optional"));
-    if (const YAML::Node* o = f.find("output")) t.output = r.boolean(*o, SpecReader::join(path, "output"));
-    t.sets_flag = check_flag_axis(r, f, path, axes);
-    if (const YAML::Node* d = f.find("doc")) t.doc = r.text(*d, SpecReader::join(path, "doc"));
-    for (const TensorArgDef& u : out)
-      if (u.name == t.name) r.fail(t.line, path, fmt::format("duplicate tensor '{}'", t.name));
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-std::vector<ScalarArgDef> parse_scalars(const SpecReader& r, const YAML::Node& n,
-                                        const std::vector<AxisDef>& axes) {
-  std::vector<ScalarArgDef> out;
-  const std::vector<YAML::Node> items = r.list(n, "scalars", true);
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string path = SpecReader::index("scalars", i);
-    Fields f = r.fields(items[i], path, {"name", "type", "default", "sets_flag", "doc"},
-                        {"name", "type", "default"});
-    ScalarArgDef s;
-    s.line = f.line;
-    s.name = r.identifier(*f.find("name"), SpecReader::join(path, "name"));
-    s.type = r.scalar(*f.find("type"), SpecReader::join(path, "type"));
-    if (!known_scalar_types().count(s.type))
-      r.fail(*f.find("type"), SpecReader::join(path, "type"),
-             fmt::format("'{}': expected one of {}", s.type, list_names(known_scalar_types())));
-    s.default_value = r.scalar(*f.find("default"), SpecReader::join(path, "default"));
-    s.sets_flag = check_flag_axis(r, f, path, axes);
-    if (const YAML::Node* d = f.find("doc")) s.doc = r.text(*d, SpecReader::join(path, "doc"));
-    for (const ScalarArgDef& u : out)
-      if (u.name == s.name) r.fail(s.line, path, fmt::format("duplicate scalar '{}'", s.name));
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-std::vector<ProblemVarDef> parse_problem(const SpecReader& r, const YAML::Node& n) {
-  std::vector<ProblemVarDef> out;
-  Fields f = r.open_fields(n, "problem");
-  for (const auto& [name, doc] : f.entries()) {
-    const std::string path = SpecReader::join("problem", name);
-    if (!detail::is_identifier(name)) r.fail(doc, path, "expected a name [a-z_][a-z0-9_]*");
-    out.push_back({name, r.text(doc, path)});
-  }
-  return out;
 }
 
 std::map<std::string, int64_t> collect_enum_constants(const SpecReader& r,
@@ -276,18 +183,24 @@ OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name) {
   const YAML::Node root = r.load(yaml_text);
   if (!root.IsMap()) r.fail(root.IsDefined() ? SpecReader::line(root) : 1, "", "expected a map of sections");
   Fields top = r.fields(root, "",
-                        {"op", "api", "doc", "tensors", "scalars", "problem", "axes", "backends"},
+                        {"op", "api", "internal", "doc", "modes", "tensors", "scalars", "together", "problem", "axes",
+                         "backends"},
                         {"op", "api", "tensors", "axes", "backends"});
   OpSchema s;
   s.file_ = std::move(file_name);
   s.op_ = r.identifier(*top.find("op"), "op");
   s.api_ = r.identifier(*top.find("api"), "api");
   if (const YAML::Node* d = top.find("doc")) s.doc_ = r.text(*d, "doc");
+  if (const YAML::Node* i = top.find("internal")) s.internal_ = r.boolean(*i, "internal");
   s.axes_ = parse_axes(r, *top.find("axes"));
   s.enum_constants_ = collect_enum_constants(r, s.axes_);
-  s.tensors_ = parse_tensors(r, *top.find("tensors"), s.axes_);
-  if (const YAML::Node* n = top.find("scalars")) s.scalars_ = parse_scalars(r, *n, s.axes_);
-  if (const YAML::Node* n = top.find("problem")) s.problem_ = parse_problem(r, *n);
+  detail::ArgSections args = detail::parse_arg_sections(r, top, s.axes_, s.enum_constants_, s.internal_);
+  s.modes_ = std::move(args.modes);
+  s.tensors_ = std::move(args.tensors);
+  s.scalars_ = std::move(args.scalars);
+  s.together_ = std::move(args.together);
+  s.problem_ = std::move(args.problem);
+  s.symbols_ = std::move(args.symbols);
   for (const ProblemVarDef& p : s.problem_)
     if (s.enum_constants_.count(p.name))
       r.fail(top.find("problem")->Mark().line + 1, "problem." + p.name,

@@ -6,7 +6,7 @@
 
 #include "ejk/core/error.h"
 #if EJK_HAVE_CUDA
-#include "cuda/cuda_backend.h"
+#include "cuda/device.h"
 #include "cuda/cuda_driver.h"
 #endif
 
@@ -88,14 +88,19 @@ void copy_from_host(Device dst_device, void* dst, const void* src, size_t bytes)
 
 namespace ejk {
 
-void synchronize(Device d) {
+void synchronize(Device d, void* stream) {
   if (d.kind == DeviceKind::cpu) return;
 #if EJK_HAVE_CUDA
   if (d.kind == DeviceKind::cuda) {
     const auto& drv = detail::driver_for(d);
-    drv.check(drv.cuCtxSynchronize(), "cuCtxSynchronize");
+    if (stream != nullptr)
+      drv.check(drv.cuStreamSynchronize(static_cast<cuda::CUstream>(stream)), "cuStreamSynchronize");
+    else
+      drv.check(drv.cuCtxSynchronize(), "cuCtxSynchronize");
     return;
   }
+#else
+  (void)stream;
 #endif
   detail::unsupported(d);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -20,46 +21,69 @@ std::string to_string(Device d) {
   return "?";
 }
 
+Dims::Dims(const int64_t* v, int64_t n) {
+  if (n < 0 || n > kMaxRank)
+    throw InvalidArgument(fmt::format("tensor rank {}: expected 0..{}", n, int(kMaxRank)));
+  std::copy(v, v + n, v_);
+  n_ = n;
+}
+Dims::Dims(std::initializer_list<int64_t> v) : Dims(v.begin(), static_cast<int64_t>(v.size())) {}
+Dims::Dims(const std::vector<int64_t>& v) : Dims(v.data(), static_cast<int64_t>(v.size())) {}
+
+void Dims::push_back(int64_t x) {
+  if (n_ == kMaxRank) throw InvalidArgument(fmt::format("tensor rank: at most {}", int(kMaxRank)));
+  v_[n_++] = x;
+}
+
+bool Dims::operator==(const Dims& o) const { return n_ == o.n_ && std::equal(begin(), end(), o.begin()); }
+
+std::string to_string(const Dims& d) { return fmt::format("[{}]", fmt::join(d, ", ")); }
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (s < 0 || __builtin_mul_overflow(n, s, &n))
+      throw InvalidArgument(fmt::format("tensor of shape {}: {}", to_string(shape),
+                                        s < 0 ? "negative dimension" : "element count overflows int64"));
   return n;
 }
 
 bool TensorView::is_contiguous() const { return strides == contiguous_strides(shape); }
 
 std::string TensorView::describe() const {
-  return fmt::format("{}[{}] on {}", dtype_name(dtype), fmt::join(shape, ", "), to_string(device));
+  return fmt::format("{}{} on {}", dtype_name(dtype), to_string(shape), to_string(device));
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
+Dims contiguous_strides(const Dims& shape) {
+  Dims st = shape;
   int64_t s = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
+  for (int64_t i = shape.size(); i-- > 0;) {
     st[i] = s;
-    s *= shape[i];
+    if (shape[i] < 0 || __builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s))
+      throw InvalidArgument(fmt::format("tensor of shape {}: strides overflow int64", to_string(shape)));
   }
   return st;
 }
 
 size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
 
-Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, Device device) {
-  for (int64_t s : shape)
-    if (s < 0) throw InvalidArgument(fmt::format("Tensor::empty: negative dimension {}", s));
+Tensor Tensor::empty(const Dims& shape, DType dtype, Device device) {
   Tensor t;
   t.view_.dtype = dtype;
   t.view_.device = device;
+  t.view_.shape = shape;
   t.view_.strides = contiguous_strides(shape);
-  t.view_.shape = std::move(shape);
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(t.view_.numel(), int64_t(dtype_size(dtype)), &bytes) || bytes > (int64_t{1} << 56))
+    throw InvalidArgument(fmt::format("Tensor::empty: {} is too large", t.view_.describe()));
   if (device.kind == DeviceKind::cpu) {
     // 64-byte alignment: whole cache lines, and aligned vector loads in the CPU kernels.
-    size_t bytes = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
+    size_t rounded = std::max<size_t>(64, (size_t(bytes) + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw InvalidArgument(fmt::format("Tensor::empty: cannot allocate {} bytes for {}", rounded, t.view_.describe()));
     t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   } else {
-    void* p = detail::device_alloc(device, t.nbytes());
+    void* p = detail::device_alloc(device, size_t(bytes));
     t.storage_ = std::shared_ptr<void>(p, [device](void* q) { detail::device_free(device, q); });
   }
   t.view_.data = t.storage_.get();

@@ -7,16 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "ejk/export.h"
+
 namespace ejk {
 
 struct OpListing {
-  std::string api;                    // "flash_attention"
+  std::string api;                    // "flash_attention"; internal ops: their kernel family
   std::string op;                     // "flash_fwd"
   std::string spec_file;
   std::vector<std::string> backends;  // backends the spec defines
   std::vector<std::string> builtin;   // AOT keys in this build
 };
-std::vector<OpListing> list_ops();
+EJK_API std::vector<OpListing> list_ops();  // every spec, internal ops included
 
 struct CacheEntry {
   std::string backend, key, hash;
@@ -25,19 +27,19 @@ struct CacheEntry {
   bool valid = true;
   std::string problem;  // why it is not valid
 };
-std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ejkernel or ~/.cache/ejkernel, + /v<format>
-std::vector<CacheEntry> cache_list(bool verify);
-size_t cache_clear();
+EJK_API std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ejkernel or ~/.cache/ejkernel, + /v<format>
+EJK_API std::vector<CacheEntry> cache_list(bool verify);
+EJK_API size_t cache_clear();
 
 // Whether this build can compile CPU variants at run time (built with the ORC JIT).
-bool cpu_jit_available();
+EJK_API bool cpu_jit_available();
 
 struct CompileRequest {
-  std::string api = "flash_attention";
+  std::string api;  // the op, e.g. "flash_attention"
   std::string backend = "cpu";
   std::string target;  // empty: the host's (cpu) or the device's (cuda)
-  // Axis values by axis name; ints as decimal, flags "0"/"1", enums by name. Missing block
-  // sizes come from the spec's heuristic.
+  // Axis values by axis name; ints as decimal, flags "0"/"1", enums by name. Axes left out come
+  // from the spec's heuristic (with its problem variables' defaults) or stay off.
   std::map<std::string, std::string> axes;
 };
 
@@ -50,6 +52,6 @@ struct CompileReport {
   // reserved per block) plus the dynamic shared memory the runtime launches the key with.
   int64_t shared_bytes = -1;
 };
-CompileReport compile_variant(const CompileRequest& req);
+EJK_API CompileReport compile_variant(const CompileRequest& req);
 
 }  // namespace ejk

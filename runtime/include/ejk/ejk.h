@@ -1,12 +1,25 @@
-/* ejkernel C ABI. Every function returns EJK_OK or an error code; ejk_last_error() gives the
- * message of the calling thread's last failure. Tensors are described, never owned. */
+/* ejkernel's C ABI. Every function returns EJK_OK or an error code; ejk_last_error() gives the
+ * message of the calling thread's last failure. Tensors are described, never owned.
+ *
+ * Versioning: option and context structs begin with struct_size, which the caller sets (the
+ * *_init functions do) to the size it was compiled with. A library reads only the fields the
+ * caller's size covers and defaults the rest, so fields can be added at the end without
+ * breaking callers; a caller built against a newer header gets EJK_INVALID_ARGUMENT for a field
+ * this library does not know, unless it is zero. */
 #ifndef EJK_EJK_H
 #define EJK_EJK_H
 #include <stdint.h>
 
+#include "ejk/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The library's version: major << 16 | minor << 8 | patch. */
+EJK_API uint32_t ejk_version(void);
+#define EJK_ABI_VERSION 1
+EJK_API uint32_t ejk_abi_version(void); /* EJK_ABI_VERSION of the library */
 
 typedef enum { EJK_OK = 0, EJK_INVALID_ARGUMENT = 1, EJK_COMPILE_ERROR = 2,
                EJK_BACKEND_UNAVAILABLE = 3, EJK_INTERNAL_ERROR = 4 } ejk_status;
@@ -21,34 +34,62 @@ typedef struct {
   int32_t dtype;        /* ejk_dtype */
   int32_t device_kind;  /* ejk_device_kind */
   int32_t device_index;
-  int32_t rank;
+  int32_t rank;         /* 0..8 */
   const int64_t* shape;
   const int64_t* strides; /* in elements; NULL = contiguous */
 } ejk_tensor;
 
+/* Where a call runs. */
 typedef struct {
+  uint32_t struct_size;
+  int32_t backend;      /* ejk_backend; AUTO: the tensors' device */
+  void* stream;         /* CUDA: a CUstream (NULL: the legacy default stream); ignored on the CPU */
+  /* CPU: run tasks on the caller's pool (NULL: ejkernel's own). Must call fn(arg, b, e) over
+   * disjoint ranges covering [0, n) and return when all have run. */
+  void (*cpu_parallel_for)(void* pool, int64_t n, void (*fn)(void* arg, int64_t begin, int64_t end),
+                           void* arg);
+  void* cpu_pool;
+} ejk_context;
+EJK_API void ejk_context_init(ejk_context* ctx);
+
+/* Any op by the names of its spec (specs/<op>.yaml): tensors (inputs and outputs), scalars, and
+ * tuning values (block sizes). Unnamed optional arguments take their defaults. */
+typedef enum { EJK_ARG_TENSOR = 0, EJK_ARG_BOOL = 1, EJK_ARG_INT = 2, EJK_ARG_FLOAT = 3,
+               EJK_ARG_INT_PAIR = 4, EJK_ARG_TUNE = 5 } ejk_arg_kind;
+typedef struct {
+  const char* name;
+  int32_t kind;              /* ejk_arg_kind */
+  const ejk_tensor* tensor;  /* EJK_ARG_TENSOR */
+  int64_t ints[2];           /* BOOL (0/1), INT, INT_PAIR, TUNE */
+  double real;               /* FLOAT */
+} ejk_arg;
+EJK_API int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx);
+
+/* flash_attention (specs/flash_attention.yaml). */
+typedef struct {
+  uint32_t struct_size;
   int32_t has_softmax_scale;
-  float softmax_scale;    /* used when has_softmax_scale; default 1/sqrt(D) */
+  float softmax_scale;      /* used when has_softmax_scale; default 1/sqrt(D) */
   int32_t causal;
   int32_t has_window;
   int64_t window_left, window_right;
-  float logits_soft_cap;  /* <= 0: off */
+  float logits_soft_cap;    /* <= 0: off */
   int32_t normalize_output;
-  int32_t backend;        /* ejk_backend */
+  int64_t max_seqlen_q, max_seqlen_k; /* varlen: the longest sequences; < 0: not given */
   int64_t block_q, block_k; /* 0: heuristic */
 } ejk_flash_options;
+EJK_API void ejk_flash_options_init(ejk_flash_options* opt);
 
-void ejk_flash_options_init(ejk_flash_options* opt);
+/* Optional tensors may be NULL. out: q's shape and dtype; lse: [B, Hq, Sq] f32.
+ * softmax_aux: f32 [S] (shared by every head) or [Hq, S]. ctx may be NULL (defaults). */
+EJK_API int ejk_flash_attention(const ejk_context* ctx, const ejk_tensor* q, const ejk_tensor* k,
+                                const ejk_tensor* v, const ejk_tensor* bias,
+                                const ejk_tensor* q_segment_ids, const ejk_tensor* kv_segment_ids,
+                                const ejk_tensor* cum_seqlens_q, const ejk_tensor* cum_seqlens_k,
+                                const ejk_tensor* softmax_aux, const ejk_flash_options* opt,
+                                const ejk_tensor* out, const ejk_tensor* lse);
 
-/* Optional tensors may be NULL. out: q's shape and dtype; lse: [B, Hq, Sq] f32. */
-int ejk_flash_attention(const ejk_tensor* q, const ejk_tensor* k, const ejk_tensor* v,
-                        const ejk_tensor* bias, const ejk_tensor* q_segment_ids,
-                        const ejk_tensor* kv_segment_ids, const ejk_tensor* cum_seqlens_q,
-                        const ejk_tensor* cum_seqlens_k, const ejk_tensor* softmax_aux,
-                        const ejk_flash_options* opt, const ejk_tensor* out,
-                        const ejk_tensor* lse);
-
-const char* ejk_last_error(void);
+EJK_API const char* ejk_last_error(void);
 
 #ifdef __cplusplus
 }

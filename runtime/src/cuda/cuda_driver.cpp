@@ -55,6 +55,8 @@ bool resolve_all(void* lib, CudaDriver& d, std::string& why) {
   sym(d.cuStreamCreate, "cuStreamCreate");
   sym(d.cuStreamDestroy, "cuStreamDestroy_v2");
   sym(d.cuStreamSynchronize, "cuStreamSynchronize");
+  sym(d.cuStreamIsCapturing, "cuStreamIsCapturing");
+  sym(d.cuMemsetD8Async, "cuMemsetD8Async");
   sym(d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
   return ok;
 }

@@ -75,6 +75,10 @@ struct CudaDriver {
   CUresult (*cuStreamCreate)(CUstream* stream, unsigned flags);
   CUresult (*cuStreamDestroy)(CUstream stream);
   CUresult (*cuStreamSynchronize)(CUstream stream);
+  // Whether a stream is being captured into a CUDA graph (status 0: no): workspace may grow only
+  // outside a capture.
+  CUresult (*cuStreamIsCapturing)(CUstream stream, int* status);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream);
   // TMA descriptors of the sm90a kernels (CUDA 12.0+ drivers). The enum arguments are passed
   // as their ABI integers; `map` is a 128-byte, 64-byte aligned CUtensorMap.
   CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, unsigned rank, void* global_address,

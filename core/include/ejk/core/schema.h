@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ejk/core/op_args.h"
 #include "ejk/core/variant_key.h"
 
 namespace ejk {
@@ -24,29 +25,8 @@ struct AxisDef {
   int64_t jit_multiple_of = 1;           // ... and a multiple of this
   std::vector<std::string> enum_values;  // Enum
   std::string doc;
+  std::string from;                      // Int: the layout symbol whose size sets it ("D")
   int line = 0;                          // where the spec defines it, for messages
-};
-
-struct TensorArgDef {
-  std::string name;
-  std::vector<std::string> layout;  // symbolic dims, e.g. {"B","Sq","Hq","D"}
-  std::vector<std::string> dtypes;  // dtype names, or an enum axis name: "the variant's value"
-  bool optional = false;
-  std::string doc;
-  bool output = false;              // written by the op (out, lse)
-  std::string sets_flag;            // flag axis that is on when this tensor is given, or ""
-  int line = 0;
-};
-
-struct ScalarArgDef {
-  std::string name, type, default_value, doc;
-  std::string sets_flag;            // flag axis that is on when this scalar is set, or ""
-  int line = 0;
-};
-
-// A variable the runtime passes to the heuristic (seqlen_q, ...).
-struct ProblemVarDef {
-  std::string name, doc;
 };
 
 struct TargetDef {
@@ -97,9 +77,18 @@ class OpSchema {
   const std::string& op() const { return op_; }        // kernel family, e.g. "flash_fwd"
   const std::string& api() const { return api_; }      // user-facing op, e.g. "flash_attention"
   const std::string& file() const { return file_; }
+  // A companion kernel's op (e.g. flash_fwd_bias_rows): launched by another op, no API of its own.
+  bool internal() const { return internal_; }
   const std::vector<AxisDef>& axes() const { return axes_; }
   const std::vector<TensorArgDef>& tensors() const { return tensors_; }
   const std::vector<ScalarArgDef>& scalars() const { return scalars_; }
+  const std::vector<ModeDef>& modes() const { return modes_; }
+  // Size symbols of the tensors' layouts, in order of first use; LayoutDim::symbol indexes it.
+  const std::vector<std::string>& symbols() const { return symbols_; }
+  // Groups of optional arguments given all together or not at all.
+  const std::vector<std::vector<std::string>>& together() const { return together_; }
+  int tensor_index(std::string_view name) const;  // -1 if absent
+  int scalar_index(std::string_view name) const;  // -1 if absent
   const std::vector<BackendDef>& backends() const { return backends_; }
   const BackendDef& backend(std::string_view name) const;  // InvalidArgument if absent
   bool has_backend(std::string_view name) const;
@@ -140,9 +129,13 @@ class OpSchema {
   void check_aot_sets() const;
 
   std::string op_, api_, file_, doc_;
+  bool internal_ = false;
   std::vector<AxisDef> axes_;
   std::vector<TensorArgDef> tensors_;
   std::vector<ScalarArgDef> scalars_;
+  std::vector<ModeDef> modes_;
+  std::vector<std::string> symbols_;
+  std::vector<std::vector<std::string>> together_;
   std::vector<ProblemVarDef> problem_;
   std::vector<BackendDef> backends_;
   std::map<std::string, int64_t> enum_constants_;

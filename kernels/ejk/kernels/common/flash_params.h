@@ -25,13 +25,14 @@ struct FlashFwdParams {
   const i32* kv_segment_ids;   // [B, Sk] or null (both or neither)
   const i32* cu_seqlens_q;     // [batch + 1] or null: varlen mode when set
   const i32* cu_seqlens_k;     // [batch + 1], set together with cu_seqlens_q
-  const float* softmax_aux;    // [Hq, num_sinks] float32 (sink variants)
+  const float* softmax_aux;    // [Hq, num_sinks] or [num_sinks] float32 (sink variants)
 
   i64 batch;                   // varlen: number of packed sequences
   i64 seqlen_q, seqlen_k;      // varlen: the longest sequence of each
   i64 total_q, total_k;        // varlen: rows of the packed q and k/v tensors; dense: unused
   i64 heads_q, heads_kv, head_dim;
   i64 num_sinks;
+  i64 sinks_stride_h;          // softmax_aux of head h at h * sinks_stride_h (0: shared by all)
 
   i64 q_stride_b, q_stride_s, q_stride_h;
   i64 k_stride_b, k_stride_s, k_stride_h;

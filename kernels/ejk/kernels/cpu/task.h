@@ -217,7 +217,7 @@ EJK_HD void finalize_row(const FlashFwdParams& p, const TaskGeometry& g, const T
   const float m = ts.softmax.m[i / kVecWidth][i % kVecWidth];
   const float l = ts.softmax.l[i / kVecWidth][i % kVecWidth];
   float m_final = ts.softmax.seen[i / kVecWidth][i % kVecWidth];
-  const float* sinks = Cfg::flags.sinks ? p.softmax_aux + g.h * p.num_sinks : nullptr;
+  const float* sinks = Cfg::flags.sinks ? p.softmax_aux + g.h * p.sinks_stride_h : nullptr;
   if constexpr (Cfg::flags.sinks)
     for (i64 s = 0; s < p.num_sinks; ++s) m_final = max_of(m_final, sinks[s]);
 

@@ -375,7 +375,7 @@ __device__ __forceinline__ void finish_rows(RowState (&rows)[C::kMTiles][2],
     for (int half = 0; half < 2; ++half) {
       RowState& r = rows[mt][half];
       float l = quad_sum(r.l), m_fin = r.top;
-      const float* aux = p.softmax_aux + h * p.num_sinks;
+      const float* aux = p.softmax_aux + h * p.sinks_stride_h;
       if (C::kSinks)
         for_each_sink<C>(p.num_sinks, [&](i64 i) { m_fin = max_of(m_fin, aux[i] * kLog2e); });
       const float m_use = m_fin == neg_inf_f32() ? 0.f : m_fin;

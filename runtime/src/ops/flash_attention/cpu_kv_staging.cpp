@@ -1,4 +1,4 @@
-#include "cpu_kv_staging.h"
+#include "ops/flash_attention/cpu_kv_staging.h"
 
 #include <sys/mman.h>
 

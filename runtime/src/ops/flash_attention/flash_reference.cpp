@@ -1,7 +1,7 @@
 // Float64 reference of the flash attention forward (see ejk/reference.h).
 // Deliberately plain: per (sequence, head) it converts the rows it needs to double, then for
 // every query computes all logits, their max, the denominator and the weighted sum of values.
-#include "ejk/reference.h"
+#include "ops/flash_attention/flash_reference.h"
 
 #include <cmath>
 #include <cstdint>
@@ -139,7 +139,7 @@ double attend_row(const HeadProblem& hp, int64_t s, std::vector<double>& logits,
     logits[size_t(kk)] = logit(hp, s, kk);
     m = std::max(m, logits[size_t(kk)]);
   }
-  const float* sinks = p.softmax_aux ? p.softmax_aux + hp.h * p.num_sinks : nullptr;
+  const float* sinks = p.softmax_aux ? p.softmax_aux + hp.h * p.sinks_stride_h : nullptr;
   for (int64_t i = 0; sinks && i < p.num_sinks; ++i) m = std::max(m, double(sinks[i]));
   for (int64_t d = 0; d < D; ++d) out_row[d] = 0;
   if (m == kNegInf) return kNegInf;  // nothing visible, no sink: out 0, lse -inf

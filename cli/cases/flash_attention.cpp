@@ -1,0 +1,169 @@
+// `ejk run flash_attention`: the problem's options, random inputs (segment ids in runs with a
+// padded tail, packed lengths that sum to the totals), and the FLOPs of the visible pairs.
+#include <algorithm>
+
+#include "ejk/kernels/common/mask.h"
+#include "op_case.h"
+#include "parse.h"
+
+namespace ejk::cli {
+namespace {
+
+// Random cut points: n lengths summing to total, each >= 1 when total >= n.
+std::vector<int32_t> random_cum(int64_t n, int64_t total, std::mt19937_64& rng) {
+  const int64_t slack = total >= n ? total - n : total, base = total >= n ? 1 : 0;
+  std::uniform_int_distribution<int64_t> u(0, slack);
+  std::vector<int64_t> cuts;
+  for (int64_t i = 0; i + 1 < n; ++i) cuts.push_back(u(rng));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<int32_t> cum{0};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t hi = i + 1 < n ? cuts[i] : slack, lo = i == 0 ? 0 : cuts[i - 1];
+    cum.push_back(int32_t(cum.back() + (hi - lo) + base));
+  }
+  return cum;
+}
+
+// Segment ids 0..nseg-1 in runs over each sequence; q's may end in padding (-1).
+void random_segments(Tensor& t, int64_t nseg, bool pad_tail, std::mt19937_64& rng) {
+  const int64_t b = t.shape()[0], len = t.shape()[1];
+  auto* ids = t.data_as<int32_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    const auto cum = random_cum(nseg, len, rng);
+    for (int64_t s = 0; s < nseg; ++s)
+      for (int32_t j = cum[s]; j < cum[s + 1]; ++j) ids[i * len + j] = int32_t(s);
+    if (pad_tail && len > 2) {
+      const int64_t pad = std::uniform_int_distribution<int64_t>(0, len / 4)(rng);
+      for (int64_t j = len - pad; j < len; ++j) ids[i * len + j] = -1;
+    }
+  }
+}
+
+int64_t longest(const Tensor& cum) {
+  int64_t m = 0;
+  for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, cum.data_as<int32_t>()[i] - cum.data_as<int32_t>()[i - 1]);
+  return m;
+}
+
+class FlashAttentionCase final : public OpCase {
+ public:
+  const char* op() const override { return "flash_attention"; }
+
+  void add_options(CLI::App& cmd) override {
+    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)")->capture_default_str();
+    cmd.add_option("--sq", sq_, "Query length (varlen: packed total)")->capture_default_str();
+    cmd.add_option("--sk", sk_, "Key length (varlen: packed total)")->capture_default_str();
+    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
+    cmd.add_option("--hkv", hkv_, "Key/value heads (divides hq)")->capture_default_str();
+    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
+    cmd.add_flag("--causal", causal_, "Causal mask (top-left aligned)");
+    cmd.add_option("--window", window_, "Sliding window: W or L,R");
+    cmd.add_option("--softcap", softcap_, "Logit soft cap C > 0: C*tanh(s/C)");
+    cmd.add_option("--scale", scale_, "Softmax scale (default 1/sqrt(D))");
+    cmd.add_flag("--sinks", sinks_flag_, "Random attention sinks: one per head, softmax_aux [Hq, 1]");
+    cmd.add_option("--num-sinks", sinks_, "Sinks per head (softmax_aux [Hq, N])");
+    cmd.add_flag("--shared-sinks", shared_sinks_, "Sinks shared by every head (softmax_aux [N], as the seed's 1-D form)");
+    cmd.add_flag("--segments", segments_, "Random segment ids (with padding)");
+    cmd.add_flag("--varlen", varlen_, "Packed variable-length sequences");
+    cmd.add_flag("--bias", bias_, "Random additive bias [B, Hq, Sq, Sk]");
+    cmd.add_flag("--no-normalize", no_normalize_, "normalize_output = false");
+  }
+
+  std::vector<InputSpec> inputs(DType dtype) const override {
+    const int64_t b = size(b_, "--b", 1), sq = size(sq_, "--sq"), sk = size(sk_, "--sk"), hq = size(hq_, "--hq", 1),
+                  hkv = size(hkv_, "--hkv", 1), d = size(d_, "--d", 1);
+    std::vector<InputSpec> in;
+    const Dims q = varlen_ ? Dims{sq, hq, d} : Dims{b, sq, hq, d}, kv = varlen_ ? Dims{sk, hkv, d} : Dims{b, sk, hkv, d};
+    in.push_back({"q", q, dtype});
+    in.push_back({"k", kv, dtype});
+    in.push_back({"v", kv, dtype});
+    if (bias_) in.push_back({"bias", {b, hq, sq, sk}, dtype});
+    if (segments_) {
+      in.push_back({"q_segment_ids", {b, sq}, DType::i32});
+      in.push_back({"kv_segment_ids", {b, sk}, DType::i32});
+    }
+    if (varlen_) {
+      in.push_back({"cum_seqlens_q", {b + 1}, DType::i32});
+      in.push_back({"cum_seqlens_k", {b + 1}, DType::i32});
+    }
+    const int64_t s = sinks_.empty() ? (sinks_flag_ || shared_sinks_ ? 1 : 0) : parse_int(sinks_, "--num-sinks", 1, 1 << 20);
+    if (s > 0) in.push_back({"softmax_aux", shared_sinks_ ? Dims{s} : Dims{hq, s}, DType::f32});
+    return in;
+  }
+
+  void scalars(HostCase& c) const override {
+    c.set("causal", causal_);
+    c.set("normalize_output", !no_normalize_);
+    if (!window_.empty()) {
+      const IntPair w = parse_int_pair(window_, "--window", 0, INT64_MAX);
+      c.set("sliding_window", std::array<int64_t, 2>{w.first, w.second});
+    }
+    if (!softcap_.empty()) c.set("logits_soft_cap", parse_float(softcap_, "--softcap"));
+    if (!scale_.empty()) c.set("softmax_scale", parse_float(scale_, "--scale"));
+  }
+
+  void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const override {
+    if (name == "cum_seqlens_q" || name == "cum_seqlens_k") {
+      const auto cum = random_cum(t.numel() - 1, name == "cum_seqlens_q" ? size(sq_, "--sq") : size(sk_, "--sk"), rng);
+      std::copy(cum.begin(), cum.end(), t.data_as<int32_t>());
+    } else if (name == "q_segment_ids" || name == "kv_segment_ids") {
+      // Both tensors share one segment count: a query's segment has keys.
+      random_segments(t, nseg_ = name == "q_segment_ids" ? std::uniform_int_distribution<int64_t>(1, 3)(rng) : nseg_,
+                      name == "q_segment_ids", rng);
+    } else {
+      OpCase::fill(name, t, rng);
+    }
+  }
+
+  void finish(HostCase& c) const override {
+    // Varlen: the longest sequences, as a framework passes them (no device-to-host read).
+    if (const Tensor* cq = c.input("cum_seqlens_q")) c.set("max_seqlen_q", longest(*cq));
+    if (const Tensor* ck = c.input("cum_seqlens_k")) c.set("max_seqlen_k", longest(*ck));
+  }
+
+  Work work(const HostCase& c) const override {
+    MaskSpec m;
+    if (const Scalar* s = c.scalar("causal"); s && std::holds_alternative<bool>(*s)) m.causal = std::get<bool>(*s);
+    if (const Scalar* w = c.scalar("sliding_window"); w && std::holds_alternative<std::array<int64_t, 2>>(*w))
+      m.window_left = std::get<std::array<int64_t, 2>>(*w)[0], m.window_right = std::get<std::array<int64_t, 2>>(*w)[1];
+    auto pairs = [&](int64_t sq, int64_t sk) {
+      double n = 0;
+      for (int64_t i = 0; i < sq; ++i) {
+        const int64_t lo = std::max<int64_t>(0, first_visible_key(i, m)), hi = std::min<int64_t>(sk - 1, last_visible_key(i, m));
+        if (hi >= lo) n += double(hi - lo + 1);
+      }
+      return n;
+    };
+    const Tensor& q = *c.input("q");
+    const int64_t hq = q.shape()[q.shape().size() - 2], d = q.shape().back();
+    double visible = 0;
+    if (const Tensor* cq = c.input("cum_seqlens_q")) {
+      const Tensor& ck = *c.input("cum_seqlens_k");
+      for (int64_t i = 0; i + 1 < cq->numel(); ++i)
+        visible += pairs(cq->data_as<int32_t>()[i + 1] - cq->data_as<int32_t>()[i],
+                         ck.data_as<int32_t>()[i + 1] - ck.data_as<int32_t>()[i]);
+    } else {
+      visible = double(q.shape()[0]) * pairs(q.shape()[1], c.input("k")->shape()[1]);
+    }
+    return {4.0 * double(hq * d) * visible, 0};
+  }
+
+ private:
+  static int64_t size(const std::string& text, const char* option, int64_t min = 0) {
+    return parse_int(text, option, min, int64_t{1} << 40);
+  }
+  std::string b_ = "1", sq_ = "512", sk_ = "512", hq_ = "8", hkv_ = "8", d_ = "128", sinks_;
+  std::string window_, softcap_, scale_;
+  bool causal_ = false, segments_ = false, varlen_ = false, bias_ = false, no_normalize_ = false;
+  bool sinks_flag_ = false, shared_sinks_ = false;
+  mutable int64_t nseg_ = 1;
+};
+
+}  // namespace
+
+OpCase* flash_attention_case() {
+  static FlashAttentionCase c;
+  return &c;
+}
+
+}  // namespace ejk::cli

@@ -1,0 +1,48 @@
+// What `ejk run OP` needs from an op beyond its spec: the options that describe a problem, its
+// random inputs, and the work of one call (FLOPs or bytes). Everything else (devices, timing,
+// the float64 check, --save/--load, JSON) is generic (run_cmd.cpp).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "host_case.h"
+
+namespace ejk::cli {
+
+struct InputSpec {
+  std::string name;
+  Dims shape;
+  DType dtype = DType::f32;
+};
+
+struct Work {
+  double flops = 0;  // reported as GFLOP/s when > 0
+  double bytes = 0;  // else as GB/s
+};
+
+class OpCase {
+ public:
+  virtual ~OpCase() = default;
+  virtual const char* op() const = 0;
+  // The problem's options (sizes and features) on the op's `ejk run` subcommand.
+  virtual void add_options(CLI::App& cmd) = 0;
+  // The input tensors of the problem the options describe (validated before any allocation),
+  // and its scalars.
+  virtual std::vector<InputSpec> inputs(DType dtype) const = 0;
+  virtual void scalars(HostCase& c) const { (void)c; }
+  // Random contents of one input (allocated, in its dtype); the default fills floating tensors
+  // with normal values, exact in the dtype.
+  virtual void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const;
+  // Scalars that depend on the inputs' contents (after fill or --load).
+  virtual void finish(HostCase& c) const { (void)c; }
+  virtual Work work(const HostCase& c) const = 0;
+};
+
+// The ops with a CLI case; adding one is a line in op_case.cpp.
+const std::vector<OpCase*>& op_cases();
+
+}  // namespace ejk::cli

@@ -1,0 +1,132 @@
+// The C ABI's core: versions, contexts, tensors, errors, and ejk_run (any op by name).
+#include "ejk/ejk.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "api/c_support.h"
+#include "ejk/core/error.h"
+#include "ejk/op.h"
+
+namespace ejk::capi {
+namespace {
+thread_local std::string g_last_error;
+}  // namespace
+
+void set_last_error(std::string message) { g_last_error = std::move(message); }
+const char* last_error() { return g_last_error.c_str(); }
+
+int status_of_current_exception() {
+  try {
+    throw;
+  } catch (const InvalidArgument& e) {
+    g_last_error = e.what();
+    return EJK_INVALID_ARGUMENT;
+  } catch (const SpecError& e) {
+    g_last_error = e.what();
+    return EJK_INVALID_ARGUMENT;
+  } catch (const CompileError& e) {
+    g_last_error = e.what();
+    return EJK_COMPILE_ERROR;
+  } catch (const BackendUnavailable& e) {
+    g_last_error = e.what();
+    return EJK_BACKEND_UNAVAILABLE;
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return EJK_INTERNAL_ERROR;
+  } catch (...) {
+    g_last_error = "internal error: unknown exception";
+    return EJK_INTERNAL_ERROR;
+  }
+}
+
+TensorView to_view(const ejk_tensor& t, const char* name) {
+  if (t.rank < 0 || t.rank > Dims::kMaxRank || (t.rank > 0 && !t.shape))
+    throw InvalidArgument(fmt::format("{}: rank must be 0..{} with a shape array, got {}", name, int(Dims::kMaxRank), t.rank));
+  if (t.dtype < EJK_F32 || t.dtype > EJK_U8) throw InvalidArgument(fmt::format("{}: unknown dtype code {}", name, t.dtype));
+  if (t.device_kind < EJK_DEVICE_CPU || t.device_kind > EJK_DEVICE_HIP)
+    throw InvalidArgument(fmt::format("{}: unknown device kind {}", name, t.device_kind));
+  if (t.device_index < 0) throw InvalidArgument(fmt::format("{}: device index must be >= 0, got {}", name, t.device_index));
+  TensorView v;
+  v.data = t.data;
+  v.dtype = static_cast<DType>(t.dtype);
+  v.device = {static_cast<DeviceKind>(t.device_kind), t.device_index};
+  v.shape = Dims(t.shape, t.rank);
+  v.strides = t.strides ? Dims(t.strides, t.rank) : contiguous_strides(v.shape);
+  return v;
+}
+
+void read_versioned(const void* in, void* out, size_t ours, const char* name) {
+  uint32_t size = 0;
+  std::memcpy(&size, in, sizeof(size));
+  if (size < sizeof(uint32_t) || size > (1u << 16))
+    throw InvalidArgument(fmt::format("{}: struct_size {} is not a size (call its _init function first)", name, size));
+  const auto* bytes = static_cast<const unsigned char*>(in);
+  for (size_t i = ours; i < size; ++i)
+    if (bytes[i] != 0)
+      throw InvalidArgument(fmt::format("{}: sets a field this library (ABI {}) does not know, at byte {}; upgrade "
+                                        "libejk", name, EJK_ABI_VERSION, i));
+  std::memcpy(out, in, std::min<size_t>(size, ours));
+}
+
+Context to_context(const ejk_context* ctx, CpuExecutor& executor) {
+  Context c;
+  if (ctx == nullptr) return c;
+  ejk_context x;
+  ejk_context_init(&x);
+  read_versioned(ctx, &x, sizeof(x), "ejk_context");
+  if (x.backend < EJK_BACKEND_AUTO || x.backend > EJK_BACKEND_HIP)
+    throw InvalidArgument(fmt::format("ejk_context: unknown backend code {}", x.backend));
+  c.backend = static_cast<Backend>(x.backend);
+  c.stream = x.stream;
+  if (x.cpu_parallel_for != nullptr) {
+    executor.parallel_for = x.cpu_parallel_for;
+    executor.self = x.cpu_pool;
+    c.cpu_executor = &executor;
+  }
+  return c;
+}
+
+}  // namespace ejk::capi
+
+using namespace ejk;
+
+extern "C" uint32_t ejk_version(void) { return 0u << 16 | 2u << 8 | 0u; }
+extern "C" uint32_t ejk_abi_version(void) { return EJK_ABI_VERSION; }
+
+extern "C" void ejk_context_init(ejk_context* ctx) {
+  *ctx = ejk_context{};
+  ctx->struct_size = sizeof(ejk_context);
+}
+
+extern "C" int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx) {
+  return capi::guarded([&] {
+    if (op == nullptr) throw InvalidArgument("ejk_run: op is NULL");
+    if (num_args < 0 || (num_args > 0 && args == nullptr))
+      throw InvalidArgument(fmt::format("ejk_run: {} arguments but no array", num_args));
+    Args a;
+    for (int32_t i = 0; i < num_args; ++i) {
+      const ejk_arg& x = args[i];
+      if (x.name == nullptr) throw InvalidArgument(fmt::format("ejk_run: argument {} has no name", i));
+      switch (x.kind) {
+        case EJK_ARG_TENSOR:
+          if (x.tensor == nullptr) throw InvalidArgument(fmt::format("{}: tensor argument without a tensor", x.name));
+          a.set(x.name, capi::to_view(*x.tensor, x.name));
+          break;
+        case EJK_ARG_BOOL: a.set(x.name, Scalar(x.ints[0] != 0)); break;
+        case EJK_ARG_INT: a.set(x.name, Scalar(x.ints[0])); break;
+        case EJK_ARG_FLOAT: a.set(x.name, Scalar(x.real)); break;
+        case EJK_ARG_INT_PAIR: a.set(x.name, Scalar(std::array<int64_t, 2>{x.ints[0], x.ints[1]})); break;
+        case EJK_ARG_TUNE: a.tune(x.name, x.ints[0]); break;
+        default: throw InvalidArgument(fmt::format("{}: unknown argument kind {}", x.name, x.kind));
+      }
+    }
+    CpuExecutor executor;
+    ejk::run(op, a, capi::to_context(ctx, executor));
+  });
+}
+
+extern "C" const char* ejk_last_error(void) { return capi::last_error(); }

@@ -1,0 +1,39 @@
+// Shared by the C ABI's functions: descriptors to views, versioned structs, and the boundary
+// that turns every exception into a status and ejk_last_error().
+#pragma once
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "ejk/ejk.h"
+#include "ejk/tensor.h"
+#include "ejk/types.h"
+
+namespace ejk::capi {
+
+TensorView to_view(const ejk_tensor& t, const char* name);
+Context to_context(const ejk_context* ctx, CpuExecutor& executor);
+
+// Copies a caller's versioned struct (struct_size first) into `out`, which holds the defaults:
+// fields past the caller's size keep them; bytes past ours must be zero.
+void read_versioned(const void* in, void* out, size_t ours, const char* name);
+
+void set_last_error(std::string message);
+const char* last_error();
+
+// Sets ejk_last_error() from the exception in flight and returns its status.
+int status_of_current_exception();
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    std::forward<F>(f)();
+    set_last_error({});
+    return EJK_OK;
+  } catch (...) {
+    return status_of_current_exception();
+  }
+}
+
+}  // namespace ejk::capi

@@ -1,0 +1,162 @@
+#include "engine/call.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "ejk/core/error.h"
+#include "engine/bind.h"
+#include "registry.h"
+#include "thread_pool.h"
+#if EJK_HAVE_CUDA
+#include "cuda/device.h"
+#include "engine/cuda_exec.h"
+#endif
+
+namespace ejk::engine {
+namespace {
+
+// What a plan depends on, as plain bytes: hashed and compared without building a key string.
+struct PlanId {
+  const OpDef* op;
+  int64_t backend, device;
+  AxisValues axes;
+  ProblemValues problem;
+  bool operator==(const PlanId& o) const { return std::memcmp(this, &o, sizeof(PlanId)) == 0; }
+};
+
+struct PlanIdHash {
+  size_t operator()(const PlanId& id) const {
+    const auto* p = reinterpret_cast<const unsigned char*>(&id);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a: a few hundred bytes, no allocation
+    for (size_t i = 0; i < sizeof(PlanId); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+PlanId plan_id(const Bound& b, Backend backend) {
+  PlanId id;
+  std::memset(&id, 0, sizeof(id));  // padding too: the id is compared as bytes
+  id.op = b.op;
+  id.backend = int64_t(backend);
+  id.device = b.device.kind == DeviceKind::cpu ? -1 : b.device.index;
+  id.axes = axis_values(b);
+  b.op->problem(b, id.problem);
+  return id;
+}
+
+std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanId& id, bool load) {
+  const OpSchema& s = b.op->schema();
+  auto p = std::make_shared<PlanData>();
+  p->op = b.op;
+  p->backend = backend;
+  p->device = b.device;
+  const std::string& target = target_for(s, backend, b.device);
+  p->key = make_key(s, backend_name(backend), target, id.axes, id.problem);
+  p->key_string = to_string(p->key);
+  p->axes = id.axes;
+  p->problem = id.problem;
+  if (!load) return p;
+  p->main = acquire_variant(s, p->key, b.device);
+  for (const VariantKey& c : b.op->companions(p->key))
+    p->companions.push_back(acquire_variant(detail::op_schema(c.op), c, b.device));
+  return p;
+}
+
+void run_tasks(generated::CpuTaskFn fn, const void* params, int64_t tasks, const CpuExecutor* exec) {
+  if (tasks <= 0) return;
+  if (tasks == 1) return fn(params, 0, 1);  // no thread hand-off for a single task
+  if (exec != nullptr && exec->parallel_for != nullptr) {
+    struct Job { generated::CpuTaskFn fn; const void* params; } job{fn, params};
+    exec->parallel_for(exec->self, tasks, [](void* arg, int64_t b, int64_t e) {
+      const Job& j = *static_cast<const Job*>(arg);
+      j.fn(j.params, b, e);
+    }, &job);
+    return;
+  }
+  ThreadPool::global().parallel_for(tasks, 1, [&](int64_t b, int64_t e) { fn(params, b, e); });
+}
+
+}  // namespace
+
+RunInfo PlanData::info() const {
+  RunInfo r;
+  r.key = key_string;
+  r.backend = backend;
+  r.source = main.source;
+  r.compile_ms = main.compile_ms;
+  r.load_ms = main.load_ms;
+  return r;
+}
+
+Backend resolve_backend(const OpDef& op, Device device, Backend wanted) {
+  const Backend here = device.kind == DeviceKind::cpu ? Backend::cpu
+                       : device.kind == DeviceKind::cuda ? Backend::cuda : Backend::hip;
+  if (wanted != Backend::auto_ && wanted != here)
+    throw InvalidArgument(fmt::format("{}: backend {} was requested, but the tensors are on {}{}", op.name(),
+                                      backend_name(wanted), to_string(device),
+                                      here == Backend::cpu ? "; move them to the device first" : ""));
+  if (!op.schema().has_backend(backend_name(here)))
+    throw BackendUnavailable(fmt::format("{}: no {} kernels (its spec {} has none)", op.name(), backend_name(here),
+                                         op.schema().file()));
+  return here;
+}
+
+std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool load) {
+  static std::mutex mu;
+  static std::unordered_map<PlanId, std::shared_ptr<const PlanData>, PlanIdHash> plans;
+  constexpr size_t kMaxPlans = 4096;  // many distinct sequence lengths: start over, not grow
+  const PlanId id = plan_id(b, backend);
+  {
+    std::lock_guard lk(mu);
+    if (auto it = plans.find(id); it != plans.end()) return it->second;
+  }
+  std::shared_ptr<const PlanData> p = make_plan(b, backend, id, load);
+  if (!load) return p;
+  std::lock_guard lk(mu);
+  if (plans.size() >= kMaxPlans) plans.clear();
+  return plans.emplace(id, std::move(p)).first->second;
+}
+
+bool plan_matches(const Bound& b, Backend backend, const PlanData& plan) {
+  const PlanId id = plan_id(b, backend);
+  return id.op == plan.op && backend == plan.backend && b.device == plan.device &&
+         std::memcmp(&id.axes, &plan.axes, sizeof(AxisValues)) == 0 &&
+         std::memcmp(&id.problem, &plan.problem, sizeof(ProblemValues)) == 0;
+}
+
+void execute(const Bound& b, const PlanData& plan, const Context& ctx) {
+  const OpDef& op = *b.op;
+  if (plan.backend == Backend::cpu) {
+    alignas(64) unsigned char params[OpDef::kParamBytes];
+    const CpuWork w = op.cpu_prepare(b, plan, params);
+    run_tasks(plan.main.cpu, params, w.tasks, ctx.cpu_executor);
+    return;
+  }
+#if EJK_HAVE_CUDA
+  if (plan.backend == Backend::cuda) {
+    const cuda::DeviceInfo& dev = cuda::use_device(b.device.index);
+    auto stream = static_cast<cuda::CUstream>(ctx.stream);
+    StreamWorkspace& ws = stream_workspace(dev.ordinal, stream);
+    const OpDef::Workspace need = op.cuda_workspace(b, plan);
+    ws.reserve(need.scratch_bytes, need.counter_bytes, stream);
+    CudaLaunchContext lc(dev, stream, plan, ws);
+    op.cuda_launch(b, plan, lc);
+    return;
+  }
+#endif
+  throw BackendUnavailable(fmt::format("{}: this build has no {} backend", op.name(), backend_name(plan.backend)));
+}
+
+RunInfo call(const OpDef& op, const ArgPack& args, const Context& ctx) {
+  const Bound b = bind(op, args);
+  op.check(b);
+  const Backend backend = resolve_backend(op, b.device, ctx.backend);
+  std::shared_ptr<const PlanData> plan = plan_for(b, backend);
+  execute(b, *plan, ctx);
+  return plan->info();
+}
+
+}  // namespace ejk::engine

@@ -1,0 +1,48 @@
+// A call through the engine: bind the arguments, find the plan (key and loaded variant, cached
+// by what determines them), run it on the CPU or launch it on the stream.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/keys.h"
+#include "engine/op_def.h"
+#include "engine/variant_store.h"
+
+namespace ejk::engine {
+
+// What a call needs besides its arguments' pointers: the variant's key, the loaded variant and
+// its companions. The same for every call with the same key inputs (backend, device, axis
+// values, problem variables), and cached by them.
+struct PlanData {
+  const OpDef* op = nullptr;
+  Backend backend = Backend::cpu;
+  Device device{};
+  VariantKey key;
+  std::string key_string;
+  Variant main;
+  std::vector<Variant> companions;  // the op's companions(key), in its order
+  AxisValues axes;                  // what the key was built from
+  ProblemValues problem;
+
+  RunInfo info() const;
+};
+
+// The backend a call on `device` runs on; InvalidArgument when ctx names another.
+Backend resolve_backend(const OpDef& op, Device device, Backend wanted);
+
+// The plan of a bound call on `backend` (memoized). `load`: acquire the variants (a compile on a
+// miss); false only checks and builds the key.
+std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool load = true);
+
+// Whether a bound call has the key inputs `plan` was built from (ejk::Plan::run checks it).
+bool plan_matches(const Bound& b, Backend backend, const PlanData& plan);
+
+// Runs a bound call with its plan: CPU tasks on ctx's executor or our pool, CUDA launches on
+// ctx.stream.
+void execute(const Bound& b, const PlanData& plan, const Context& ctx);
+
+// bind + plan_for + execute.
+RunInfo call(const OpDef& op, const ArgPack& args, const Context& ctx);
+
+}  // namespace ejk::engine

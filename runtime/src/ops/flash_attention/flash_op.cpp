@@ -1,0 +1,201 @@
+#include "ops/flash_attention/flash_op.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "ejk/core/error.h"
+#include "engine/call.h"
+#include "ops/flash_attention/cpu_kv_staging.h"
+#include "ops/flash_attention/flash_reference.h"
+#include "registry.h"
+
+namespace ejk::ops {
+namespace {
+
+[[noreturn]] void bad(std::string_view arg, const std::string& what) {
+  throw InvalidArgument(fmt::format("flash_attention: {}: {}", arg, what));
+}
+
+double as_double(const Scalar& s) {
+  return std::holds_alternative<int64_t>(s) ? double(std::get<int64_t>(s)) : std::get<double>(s);
+}
+
+std::array<int64_t, 2> as_window(const Scalar& s) {
+  if (std::holds_alternative<int64_t>(s)) return {std::get<int64_t>(s), std::get<int64_t>(s)};
+  return std::get<std::array<int64_t, 2>>(s);
+}
+
+bool given(const Scalar& s) { return !std::holds_alternative<std::monostate>(s); }
+
+// cum_seqlens read on the host: validated (they are there anyway), and their longest span.
+int64_t check_cum_seqlens(const TensorView& t, const char* name, int64_t total) {
+  const auto* cu = static_cast<const int32_t*>(t.data);
+  const int64_t n = t.shape[0];
+  if (n < 2) bad(name, fmt::format("needs at least 2 entries (one sequence), got {}", n));
+  if (cu[0] != 0) bad(name, fmt::format("must start at 0, got {}", cu[0]));
+  int64_t longest = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (cu[i] < cu[i - 1])
+      bad(name, fmt::format("must be non-decreasing, but entry {} ({}) < entry {} ({})", i, cu[i], i - 1, cu[i - 1]));
+    longest = std::max<int64_t>(longest, cu[i] - cu[i - 1]);
+  }
+  if (cu[n - 1] != total) bad(name, fmt::format("last entry must equal the packed length {}, got {}", total, cu[n - 1]));
+  return longest;
+}
+
+}  // namespace
+
+FlashAttentionOp::FlashAttentionOp()
+    : OpDef("flash_fwd"),
+      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), q_segment_ids(tensor("q_segment_ids")),
+      kv_segment_ids(tensor("kv_segment_ids")), cum_seqlens_q(tensor("cum_seqlens_q")),
+      cum_seqlens_k(tensor("cum_seqlens_k")), softmax_aux(tensor("softmax_aux")), out(tensor("out")), lse(tensor("lse")),
+      softmax_scale(scalar("softmax_scale")), causal(scalar("causal")), sliding_window(scalar("sliding_window")),
+      logits_soft_cap(scalar("logits_soft_cap")), normalize_output(scalar("normalize_output")),
+      max_seqlen_q(scalar("max_seqlen_q")), max_seqlen_k(scalar("max_seqlen_k")),
+      sym_D(symbol("D")), sym_Hq(symbol("Hq")), sym_Hkv(symbol("Hkv")), sym_B(symbol("B")), sym_Sq(symbol("Sq")),
+      sym_Sk(symbol("Sk")), sym_N(symbol("N")), sym_Tq(symbol("Tq")), sym_Tk(symbol("Tk")), sym_S(symbol("S")),
+      pv_seqlen_q(problem_var("seqlen_q")), pv_seqlen_k(problem_var("seqlen_k")) {}
+
+void FlashAttentionOp::check(const engine::Bound& b) const {
+  const int64_t hq = b.size(sym_Hq), hkv = b.size(sym_Hkv);
+  if (hkv <= 0 || hq % hkv != 0)
+    bad("k", fmt::format("number of kv heads ({}) must divide the number of q heads ({})", hkv, hq));
+  if (b.size(sym_D) <= 0) bad("q", fmt::format("head_dim must be positive, got {}", b.size(sym_D)));
+  if (const Scalar& s = b.scalar(softmax_scale); given(s) && !std::isfinite(as_double(s)))
+    bad("softmax_scale", fmt::format("must be finite, got {}", as_double(s)));
+  if (const Scalar& s = b.scalar(logits_soft_cap); given(s) && !(as_double(s) > 0 && std::isfinite(as_double(s))))
+    bad("logits_soft_cap", fmt::format("must be a positive finite number, got {}", as_double(s)));
+  if (const Scalar& s = b.scalar(sliding_window); given(s)) {
+    const auto w = as_window(s);
+    if (w[0] < 0 || w[1] < 0) bad("sliding_window", fmt::format("left and right must be >= 0, got ({}, {})", w[0], w[1]));
+  }
+  if (b.has(softmax_aux) && b.size(sym_S) < 1) bad("softmax_aux", "needs at least one sink");
+  const bool varlen = b.mode >= 0;
+  for (int s : {max_seqlen_q, max_seqlen_k}) {
+    if (!given(b.scalar(s))) continue;
+    const char* name = s == max_seqlen_q ? "max_seqlen_q" : "max_seqlen_k";
+    if (!varlen) bad(name, "only with cum_seqlens_q (varlen)");
+    const int64_t m = std::get<int64_t>(b.scalar(s)), total = b.size(s == max_seqlen_q ? sym_Tq : sym_Tk);
+    if (m < 0 || m > total) bad(name, fmt::format("must be in [0, {}] (the packed length), got {}", total, m));
+  }
+  if (!varlen) return;
+  if (b.size(sym_N) < 1) bad("cum_seqlens_q", "needs at least 2 entries (one sequence)");
+  for (bool keys : {false, true}) {
+    const int t = keys ? cum_seqlens_k : cum_seqlens_q;
+    if (b.tensor(t).device.kind != DeviceKind::cpu || b.args->shapes_only) continue;
+    const int64_t longest = check_cum_seqlens(b.tensor(t), keys ? "cum_seqlens_k" : "cum_seqlens_q",
+                                              b.size(keys ? sym_Tk : sym_Tq));
+    const Scalar& m = b.scalar(keys ? max_seqlen_k : max_seqlen_q);
+    if (given(m) && std::get<int64_t>(m) < longest)
+      bad(keys ? "max_seqlen_k" : "max_seqlen_q",
+          fmt::format("is {}, but a sequence has {} rows", std::get<int64_t>(m), longest));
+  }
+}
+
+int64_t FlashAttentionOp::longest(const engine::Bound& b, bool keys) const {
+  if (b.mode < 0) return b.size(keys ? sym_Sk : sym_Sq);
+  if (const Scalar& m = b.scalar(keys ? max_seqlen_k : max_seqlen_q); given(m)) return std::get<int64_t>(m);
+  const TensorView& cu = b.tensor(keys ? cum_seqlens_k : cum_seqlens_q);
+  if (cu.device.kind == DeviceKind::cpu && cu.data != nullptr) {
+    const auto* c = static_cast<const int32_t*>(cu.data);
+    int64_t m = 0;
+    for (int64_t i = 1; i < cu.shape[0]; ++i) m = std::max<int64_t>(m, c[i] - c[i - 1]);
+    return m;
+  }
+  return b.size(keys ? sym_Tk : sym_Tq);
+}
+
+void FlashAttentionOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
+  v.put(pv_seqlen_q, longest(b, false));
+  v.put(pv_seqlen_k, longest(b, true));
+}
+
+FlashFwdParams FlashAttentionOp::params(const engine::Bound& b) const {
+  FlashFwdParams p{};
+  const bool varlen = b.mode >= 0;
+  p.q = b.data(q), p.k = b.data(k), p.v = b.data(v), p.out = b.data(out);
+  p.lse = static_cast<float*>(b.data(lse));
+  // Layout positions 0..3: batch (absent for packed rank-3 tensors: stride 0), seq, head, dim.
+  p.q_stride_b = b.stride(q, 0), p.q_stride_s = b.stride(q, 1), p.q_stride_h = b.stride(q, 2);
+  p.k_stride_b = b.stride(k, 0), p.k_stride_s = b.stride(k, 1), p.k_stride_h = b.stride(k, 2);
+  p.v_stride_b = b.stride(v, 0), p.v_stride_s = b.stride(v, 1), p.v_stride_h = b.stride(v, 2);
+  if (b.has(out)) p.o_stride_b = b.stride(out, 0), p.o_stride_s = b.stride(out, 1), p.o_stride_h = b.stride(out, 2);
+  if (b.has(lse)) p.lse_stride_b = varlen ? 0 : b.stride(lse, 0), p.lse_stride_h = b.stride(lse, 1);
+  p.heads_q = b.size(sym_Hq), p.heads_kv = b.size(sym_Hkv), p.head_dim = b.size(sym_D);
+  p.batch = varlen ? b.size(sym_N) : b.size(sym_B);
+  p.seqlen_q = longest(b, false), p.seqlen_k = longest(b, true);
+  if (varlen) {
+    p.cu_seqlens_q = static_cast<const i32*>(b.data(cum_seqlens_q));
+    p.cu_seqlens_k = static_cast<const i32*>(b.data(cum_seqlens_k));
+    p.total_q = b.size(sym_Tq), p.total_k = b.size(sym_Tk);  // the CUDA kernels' TMA bounds
+  }
+  if (b.has(q_segment_ids)) {
+    p.q_segment_ids = static_cast<const i32*>(b.data(q_segment_ids));
+    p.kv_segment_ids = static_cast<const i32*>(b.data(kv_segment_ids));
+    p.q_seg_stride_b = b.stride(q_segment_ids, 0), p.kv_seg_stride_b = b.stride(kv_segment_ids, 0);
+  }
+  if (b.has(bias)) {
+    const TensorView& t = b.tensor(bias);
+    p.bias = t.data;
+    p.bias_stride_b = t.shape[0] == 1 ? 0 : t.strides[0];  // size-1 dims broadcast
+    p.bias_stride_h = t.shape[1] == 1 ? 0 : t.strides[1];
+    p.bias_stride_q = t.strides[2];
+  }
+  if (b.has(softmax_aux)) {
+    p.softmax_aux = static_cast<const float*>(b.data(softmax_aux));
+    p.num_sinks = b.size(sym_S);
+    p.sinks_stride_h = b.stride(softmax_aux, 0);  // [S]: absent head dim, shared by all heads
+  }
+  const Scalar& scale = b.scalar(softmax_scale);
+  p.scale = given(scale) ? float(as_double(scale)) : 1.0f / std::sqrt(float(p.head_dim));
+  p.mask.causal = given(b.scalar(causal)) && std::get<bool>(b.scalar(causal));
+  p.mask.window_left = p.mask.window_right = kUnbounded;
+  if (const Scalar& w = b.scalar(sliding_window); given(w)) {
+    const auto lr = as_window(w);
+    p.mask.window_left = lr[0], p.mask.window_right = lr[1];
+  }
+  if (const Scalar& c = b.scalar(logits_soft_cap); given(c)) p.softcap = float(as_double(c));
+  const Scalar& norm = b.scalar(normalize_output);
+  p.normalize_output = !given(norm) || std::get<bool>(norm) ? 1 : 0;
+  return p;
+}
+
+engine::CpuWork FlashAttentionOp::cpu_prepare(const engine::Bound& b, const engine::PlanData& plan,
+                                              void* params) const {
+  static_assert(sizeof(FlashFwdParams) <= kParamBytes);
+  auto* p = new (params) FlashFwdParams(this->params(b));
+  const int64_t block_q = plan.key.get_int("block_q");
+  if (detail::kv_staging_wanted(*p, block_q)) detail::stage_kv_head_major(*p, b.dtype);
+  return {flash_fwd_num_tasks(*p, block_q)};
+}
+
+std::vector<VariantKey> FlashAttentionOp::companions(const VariantKey& key) const {
+  if (key.backend != "cuda" || !key.get_flag("bias")) return {};
+  // One bias copy per arch serves every bias key (bf16 and f16 alike: it moves bits).
+  VariantKey copy = detail::op_schema("flash_fwd_bias_rows").blank_key("cuda", key.target);
+  copy.set_enum("elem", "b16");
+  return {copy};
+}
+
+#if !EJK_HAVE_CUDA
+void FlashAttentionOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine::CudaLaunchContext&) const {
+  throw BackendUnavailable("flash_attention: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)");
+}
+engine::OpDef::Workspace FlashAttentionOp::cuda_workspace(const engine::Bound&, const engine::PlanData&) const {
+  return {};
+}
+int64_t FlashAttentionOp::cuda_dynamic_smem(const VariantKey&) const { return 0; }
+#endif
+
+void FlashAttentionOp::reference(const engine::Bound& b, double* const* outputs) const {
+  reference_flash_fwd(params(b), b.dtype, outputs[out], outputs[lse]);
+}
+
+const FlashAttentionOp& flash_attention_op() {
+  static const FlashAttentionOp op;
+  return op;
+}
+
+}  // namespace ejk::ops

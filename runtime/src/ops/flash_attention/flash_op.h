@@ -1,0 +1,40 @@
+// flash_attention through the engine: the checks its spec cannot state, its problem variables,
+// FlashFwdParams from the bound arguments (one function for the CPU, CUDA and the reference),
+// and its CPU and CUDA execution.
+#pragma once
+#include "engine/op_def.h"
+#include "ejk/kernels/common/flash_params.h"
+
+namespace ejk::ops {
+
+class FlashAttentionOp final : public engine::OpDef {
+ public:
+  FlashAttentionOp();
+
+  void check(const engine::Bound& b) const override;
+  void problem(const engine::Bound& b, engine::ProblemValues& v) const override;
+  std::vector<VariantKey> companions(const VariantKey& key) const override;
+  engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+  void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
+  int64_t cuda_dynamic_smem(const VariantKey& key) const override;
+  void reference(const engine::Bound& b, double* const* out) const override;
+
+  // Every field of the kernels' parameters but tile_counter and l2_kv_bytes.
+  FlashFwdParams params(const engine::Bound& b) const;
+
+  // Spec indices, resolved once.
+  const int q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse;
+  const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
+  const int sym_D, sym_Hq, sym_Hkv, sym_B, sym_Sq, sym_Sk, sym_N, sym_Tq, sym_Tk, sym_S;
+  const int pv_seqlen_q, pv_seqlen_k;
+
+ private:
+  // The longest query / key sequence: max_seqlen_*, else read from cum_seqlens on the host,
+  // else the packed total (an upper bound; no device-to-host copy on the hot path).
+  int64_t longest(const engine::Bound& b, bool keys) const;
+};
+
+const FlashAttentionOp& flash_attention_op();
+
+}  // namespace ejk::ops
