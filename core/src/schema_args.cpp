@@ -193,12 +193,12 @@ ScalarType scalar_type(const SpecReader& r, const YAML::Node& n, const std::stri
 }
 
 std::vector<ScalarArgDef> parse_scalars(const SpecReader& r, const YAML::Node& n,
-                                        const std::vector<AxisDef>& axes) {
+                                        const std::vector<AxisDef>& axes, std::vector<std::string>& symbols) {
   std::vector<ScalarArgDef> out;
   const std::vector<YAML::Node> items = r.list(n, "scalars", true);
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string path = SpecReader::index("scalars", i);
-    Fields f = r.fields(items[i], path, {"name", "type", "default", "sets_flag", "doc"}, {"name", "type", "default"});
+    Fields f = r.fields(items[i], path, {"name", "type", "default", "sets_flag", "binds", "doc"}, {"name", "type", "default"});
     ScalarArgDef s;
     s.line = f.line;
     s.name = r.identifier(*f.find("name"), SpecReader::join(path, "name"));
@@ -206,6 +206,12 @@ std::vector<ScalarArgDef> parse_scalars(const SpecReader& r, const YAML::Node& n
     s.type = scalar_type(r, *f.find("type"), SpecReader::join(path, "type"));
     s.default_value = r.scalar(*f.find("default"), SpecReader::join(path, "default"));
     s.sets_flag = check_flag_axis(r, f, path, axes);
+    if (const YAML::Node* b = f.find("binds")) {
+      const std::string sym = r.scalar(*b, SpecReader::join(path, "binds"));
+      if (s.type != ScalarType::i64 || !is_symbol(sym))
+        r.fail(*b, SpecReader::join(path, "binds"), "an i64 scalar binds a size symbol (e.g. T)");
+      s.binds = intern(symbols, sym);
+    }
     if (const YAML::Node* d = f.find("doc")) s.doc = r.text(*d, SpecReader::join(path, "doc"));
     for (const ScalarArgDef& u : out)
       if (u.name == s.name) r.fail(s.line, path, fmt::format("duplicate scalar '{}'", s.name));
@@ -296,7 +302,7 @@ void check_references(const SpecReader& r, const ArgSections& a, const std::vect
     for (const Layout* l : layouts)
       for (const LayoutDim& d : l->dims) {
         if (d.kind != LayoutDim::Kind::Symbol) continue;
-        bool bound = false;
+        bool bound = std::any_of(a.scalars.begin(), a.scalars.end(), [&](const ScalarArgDef& s) { return s.binds == d.symbol; });
         for (const TensorArgDef& in : a.tensors) {
           if (in.output) continue;
           bound = bound || layout_mentions(in.layout, d.symbol);
@@ -321,7 +327,7 @@ ArgSections parse_arg_sections(const SpecReader& r, const Fields& top, const std
   const std::vector<YAML::Node> items = r.list(*top.find("tensors"), "tensors", false);
   for (size_t i = 0; i < items.size(); ++i)
     a.tensors.push_back(parse_tensor(r, items[i], SpecReader::index("tensors", i), a, axes, a.symbols));
-  if (const YAML::Node* n = top.find("scalars")) a.scalars = parse_scalars(r, *n, axes);
+  if (const YAML::Node* n = top.find("scalars")) a.scalars = parse_scalars(r, *n, axes, a.symbols);
   if (const YAML::Node* n = top.find("together")) a.together = parse_together(r, *n);
   if (const YAML::Node* n = top.find("problem")) a.problem = parse_problem(r, *n, axes, enum_constants);
   check_references(r, a, axes, internal);

@@ -113,7 +113,8 @@ struct Binder {
     if (b.sizes[d.symbol] != value)
       fail(def(t).name, fmt::format("dim {} ({}{}) must be {} as in {}, got {} (shape {})", axis, sym_name(d.symbol),
                                     d.value ? fmt::format("+{}", d.value) : "", b.sizes[d.symbol] + d.value,
-                                    def(bound_by[d.symbol]).name, size, to_string(v.shape)));
+                                    bound_by[d.symbol] < 0 ? "the scalar that gives it" : def(bound_by[d.symbol]).name, size,
+                                    to_string(v.shape)));
   }
 
   void check_layout(int t) {
@@ -209,6 +210,12 @@ struct Binder {
       }
       if (!ok) fail(d.name, fmt::format("expected a value of type {}", d.type_name));
       if (on && !d.sets_flag.empty()) b.flags |= 1u << op.axis(d.sets_flag);
+      if (d.binds >= 0) {
+        if (std::get<int64_t>(v) < 0) fail(d.name, fmt::format("must be >= 0, got {}", std::get<int64_t>(v)));
+        b.sizes[d.binds] = std::get<int64_t>(v);
+        b.sizes_known |= 1u << d.binds;
+        bound_by[d.binds] = -1;
+      }
     }
   }
 };
@@ -250,9 +257,11 @@ Dims output_shape(const Bound& b, int t) {
       continue;  // outputs leave optional dims out
     } else if (dim.kind == LayoutDim::Kind::Literal) {
       shape.push_back(dim.value);
+    } else if (b.known(dim.symbol)) {
+      shape.push_back(b.size(dim.symbol) + dim.value);
     } else {
-      // Only broadcast inputs named it: it is 1.
-      shape.push_back(b.known(dim.symbol) ? b.size(dim.symbol) + dim.value : 1);
+      throw InvalidArgument(fmt::format("{}: {}: its size {} is given by no argument", b.op->name(), d.name,
+                                        b.op->schema().symbols()[dim.symbol]));
     }
   }
   return shape;

@@ -56,6 +56,8 @@ struct ScalarArgDef {
   ScalarType type = ScalarType::f32;
   std::string default_value;  // as documented: a literal, "none" (absent), or a formula
   std::string sets_flag;      // flag axis that is on when this scalar is set (and not false)
+  int binds = -1;             // i64: the layout symbol whose size it gives (for outputs whose
+                              // sizes no input has, e.g. a backward's token count), or -1
   std::string doc;
   int line = 0;
 };
