@@ -1,6 +1,6 @@
 // 01: flash attention forward through the C++ API, on CPU tensors you own.
 // Build: part of the project (target example_01_flash_attention); run without arguments.
-#include <ejk/flash_attention.h>
+#include <ejk/ops/flash_attention.h>
 
 #include <cmath>
 #include <cstdio>
@@ -15,13 +15,8 @@ int main() {
   for (auto* t : {&q, &k, &v})
     for (float& x : *t) x = normal(rng);
 
-  auto view = [](std::vector<float>& data, std::vector<int64_t> shape) {
-    ejk::TensorView t;
-    t.data = data.data();
-    t.dtype = ejk::DType::f32;
-    t.strides = ejk::contiguous_strides(shape);
-    t.shape = std::move(shape);
-    return t;
+  auto view = [](std::vector<float>& data, ejk::Dims shape) {
+    return ejk::TensorView{data.data(), ejk::DType::f32, ejk::Device{}, shape, ejk::contiguous_strides(shape)};
   };
   ejk::FlashAttentionInputs in;
   in.q = view(q, {B, S, Hq, D});

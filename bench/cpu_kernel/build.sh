@@ -10,8 +10,8 @@ march="${2:-native}"
 out="${3:-$root/out/bench/cpu_kernel/$(basename "$cxx")-$march}"
 mkdir -p "$out"
 flags=(-std=c++20 -O3 "-march=$march" -Wall -Wextra -Werror -pthread
-       -I"$root/kernels" -I"$root/runtime/include" -I"$root/core/include" ${EXTRA_FLAGS:-})
-support=("$root/runtime/src/reference.cpp" "$root/runtime/src/dtype.cpp")
+       -I"$root/kernels" -I"$root/runtime/include" -I"$root/runtime/src" -I"$root/core/include" ${EXTRA_FLAGS:-})
+support=("$root/runtime/src/ops/flash_attention/flash_reference.cpp" "$root/runtime/src/dtype.cpp")
 # Two compiles at once at most (the machine is shared).
 "$cxx" "${flags[@]}" "$root/bench/cpu_kernel/check.cpp" "${support[@]}" -lfmt -o "$out/cpu_kernel_check" &
 check_pid=$!

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ejk/kernels/cpu/flash_fwd.h"
-#include "ejk/reference.h"
+#include "ops/flash_attention/flash_reference.h"
 #include "problem.h"
 
 namespace ejk::bench {

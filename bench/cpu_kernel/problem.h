@@ -95,6 +95,7 @@ class Inputs {
     p.softmax_aux = pb.num_sinks ? sinks_.data() : nullptr;
     p.batch = batch, p.seqlen_q = sq, p.seqlen_k = sk;
     p.heads_q = pb.heads_q, p.heads_kv = pb.heads_kv, p.head_dim = D, p.num_sinks = pb.num_sinks;
+    p.sinks_stride_h = pb.num_sinks;
     if (pb.head_major && !varlen) {
       p.q_stride_s = hs, p.q_stride_h = sq * hs, p.q_stride_b = pb.heads_q * sq * hs;
       p.k_stride_s = hs, p.k_stride_h = sk * hs, p.k_stride_b = pb.heads_kv * sk * hs;

@@ -181,6 +181,7 @@ inline FlashFwdParams params_for(const Problem& pr, FlashFwdParams p, float scal
   p.heads_kv = Hkv;
   p.head_dim = D;
   p.num_sinks = pr.num_sinks;
+  p.sinks_stride_h = pr.num_sinks;  // [Hq, num_sinks]
   const int64_t sb_q = pr.varlen ? 0 : pr.seqlen_q * Hq * D, sb_k = pr.varlen ? 0 : pr.seqlen_k * Hkv * D;
   p.q_stride_b = sb_q, p.q_stride_s = Hq * D, p.q_stride_h = D;
   p.k_stride_b = sb_k, p.k_stride_s = Hkv * D, p.k_stride_h = D;

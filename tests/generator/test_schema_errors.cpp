@@ -21,7 +21,7 @@ api: mini
 tensors:
   - {name: x, layout: [N, D], dtypes: [dtype]}
 problem:
-  seqlen: sequence length
+  seqlen: {default: 128, doc: sequence length}
 axes:
   - {name: dtype, kind: enum, values: [f32, bf16]}
   - {name: head_dim, kind: int, prefix: d, values: [64, 128], jit: {min: 8, max: 256, multiple_of: 8}}
@@ -84,7 +84,7 @@ TEST_CASE("spec errors: the base spec is valid", "[spec]") {
 }
 
 TEST_CASE("spec errors: malformed YAML names the line", "[spec]") {
-  expect_error(replaced("  seqlen: sequence length", "  seqlen: [unclosed\n  other: 1"), "other: 1", "yaml",
+  expect_error(replaced("  seqlen: {default: 128, doc: sequence length}", "  seqlen: [unclosed\n  other: 1"), "other: 1", "yaml",
                "syntax error");
 }
 

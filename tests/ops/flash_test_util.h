@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "ejk/flash_attention.h"
-#include "flash_case.h"
+#include "ejk/ops/flash_attention.h"
+#include "flash_problem.h"
 
 namespace ejk::test {
 
@@ -21,7 +21,7 @@ struct CaseResult {
 struct CaseOutputs {
   Tensor out, lse;
 };
-inline CaseOutputs poisoned_outputs(const cli::FlashCase& c) {
+inline CaseOutputs poisoned_outputs(const test::FlashCase& c) {
   std::vector<int64_t> lse_shape = c.cum_seqlens_q
       ? std::vector<int64_t>{1, c.spec.hq, c.spec.sq} : std::vector<int64_t>{c.spec.b, c.spec.hq, c.spec.sq};
   CaseOutputs o{Tensor::empty(c.q.shape(), c.q.dtype()), Tensor::empty(lse_shape, DType::f32)};
@@ -30,7 +30,7 @@ inline CaseOutputs poisoned_outputs(const cli::FlashCase& c) {
   return o;
 }
 
-inline CaseResult run_and_compare(const cli::FlashCase& c, FlashAttentionOptions opt) {
+inline CaseResult run_and_compare(const test::FlashCase& c, FlashAttentionOptions opt) {
   FlashAttentionInputs in = c.inputs();
   auto [out, lse] = poisoned_outputs(c);
   RunInfo info = flash_attention_into(in, opt, out.view(), lse.view());
@@ -39,7 +39,7 @@ inline CaseResult run_and_compare(const cli::FlashCase& c, FlashAttentionOptions
   CaseResult r;
   r.key = info.key;
   r.source = info.source;
-  Tensor o = cli::to_f32(out);
+  Tensor o = test::to_f32(out);
   double num = 0, den = 0;
   for (int64_t i = 0; i < o.numel(); ++i) {
     double x = o.data_as<float>()[i], y = ref.out[i];

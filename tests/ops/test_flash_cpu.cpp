@@ -20,7 +20,7 @@ namespace {
 // The case a built-in key computes: decoded from the key's tokens.
 struct KeyFacts {
   std::string target;
-  cli::FlashCaseSpec spec;
+  test::FlashCaseSpec spec;
   int64_t block_q = 0, block_k = 0;
   bool window = false, softcap = false, sinks = false, bias = false;
 };
@@ -83,8 +83,8 @@ TEST_CASE("every built-in CPU variant matches the float64 reference", "[flash][c
         f.spec.bias = f.bias;
         if (f.window) f.spec.window = SlidingWindow{17, 9};
         if (f.softcap) f.spec.softcap = 20.0f;
-        auto c = cli::make_random_case(f.spec);
-        auto r = test::run_and_compare(c, c.options(Backend::cpu, f.block_q, f.block_k));
+        auto c = test::make_random_case(f.spec);
+        auto r = test::run_and_compare(c, c.options(f.block_q, f.block_k));
         INFO(key << ": rel_l2 " << r.rel_l2 << " max_abs " << r.max_abs);
         CHECK(r.key == key);
         CHECK(r.source == VariantSource::aot);
@@ -112,7 +112,7 @@ TEST_CASE("randomized feature combinations match the float64 reference", "[flash
   };
   const int kCases = 200;
   for (int i = 0; i < kCases; ++i) {
-    cli::FlashCaseSpec s;
+    test::FlashCaseSpec s;
     s.seed = 1000 + i;
     s.dtype = std::array{DType::f32, DType::bf16, DType::f16}[i % 3];
     s.d = pick({64, 64, 128, 128, 32, 80});
@@ -130,14 +130,14 @@ TEST_CASE("randomized feature combinations match the float64 reference", "[flash
     s.bias = !s.varlen && coin(0.25);
     s.normalize_output = !coin(0.1);
     if (coin(0.1)) s.scale = 0.3f;
-    auto c = cli::make_random_case(s);
+    auto c = test::make_random_case(s);
     std::string name = fmt::format("case {}: {} b{} sq{} sk{} hq{} hkv{} d{}{}{}{}{}{}{}{}{}", i, dtype_name(s.dtype),
                                    s.b, s.sq, s.sk, s.hq, s.hkv, s.d, s.causal ? " causal" : "",
                                    s.window ? fmt::format(" win{},{}", s.window->left, s.window->right) : "",
                                    s.softcap ? " cap" : "", s.sinks ? " sinks" : "", s.segments ? " seg" : "",
                                    s.varlen ? " varlen" : "", s.bias ? " bias" : "",
                                    s.normalize_output ? "" : " unnormalized");
-    auto r = test::run_and_compare(c, c.options(Backend::cpu, 0, 0));
+    auto r = test::run_and_compare(c, c.options(0, 0));
     INFO(name << " -> " << r.key << ": rel_l2 " << r.rel_l2 << " max_abs " << r.max_abs << " lse " << r.lse_max_abs);
     // Segment ids are a compile-time flag: the key has it exactly when ids are given.
     CHECK((r.key.find(".seg") != std::string::npos) == s.segments);
@@ -156,11 +156,11 @@ struct StagingSetting {
 };
 
 // Output and lse bytes of one run of `c` with EJK_CPU_STAGE_KV=setting.
-std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run_bytes(const cli::FlashCase& c,
+std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run_bytes(const test::FlashCase& c,
                                                                             const char* setting) {
   StagingSetting s(setting);
   auto [out, lse] = test::poisoned_outputs(c);
-  flash_attention_into(c.inputs(), c.options(Backend::cpu, 0, 0), out.view(), lse.view());
+  flash_attention_into(c.inputs(), c.options(0, 0), out.view(), lse.view());
   auto bytes = [](const Tensor& t) {
     auto* p = static_cast<const unsigned char*>(t.data());
     return std::vector<unsigned char>(p, p + t.nbytes());
@@ -175,13 +175,13 @@ std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run_bytes(cons
 TEST_CASE("K/V staging leaves results bit-identical", "[flash][cpu][staging]") {
   for (bool varlen : {false, true}) {
     for (DType dt : {DType::f32, DType::bf16}) {
-      cli::FlashCaseSpec s;
+      test::FlashCaseSpec s;
       s.dtype = dt;
       s.varlen = varlen;
       s.b = 3, s.sq = 300, s.sk = 257, s.hq = 8, s.hkv = 2, s.d = 64;
       s.causal = true;
       s.seed = 77;
-      auto c = cli::make_random_case(s);
+      auto c = test::make_random_case(s);
       DYNAMIC_SECTION(dtype_name(dt) << (varlen ? " varlen" : " dense")) {
         auto plain = run_bytes(c, "0");
         auto staged = run_bytes(c, "1");
@@ -189,7 +189,7 @@ TEST_CASE("K/V staging leaves results bit-identical", "[flash][cpu][staging]") {
         CHECK(plain.second == staged.second);
         // And the staged run is right (not merely equal to another run).
         StagingSetting on("1");
-        auto r = test::run_and_compare(c, c.options(Backend::cpu, 0, 0));
+        auto r = test::run_and_compare(c, c.options(0, 0));
         CHECK_FALSE(r.nan);
         CHECK(r.rel_l2 <= test::tolerance(dt));
       }
@@ -198,13 +198,13 @@ TEST_CASE("K/V staging leaves results bit-identical", "[flash][cpu][staging]") {
 }
 
 TEST_CASE("EJK_CPU_STAGE_KV rejects values other than 0 and 1", "[flash][cpu][staging]") {
-  cli::FlashCaseSpec s;
+  test::FlashCaseSpec s;
   s.sq = s.sk = 256, s.hq = s.hkv = 4, s.d = 64, s.seed = 3;
-  auto c = cli::make_random_case(s);
+  auto c = test::make_random_case(s);
   StagingSetting bad("yes");
   auto [out, lse] = test::poisoned_outputs(c);
   try {
-    flash_attention_into(c.inputs(), c.options(Backend::cpu, 0, 0), out.view(), lse.view());
+    flash_attention_into(c.inputs(), c.options(0, 0), out.view(), lse.view());
     FAIL("expected InvalidArgument");
   } catch (const InvalidArgument& e) {
     CHECK(std::string(e.what()).find("EJK_CPU_STAGE_KV=yes") != std::string::npos);

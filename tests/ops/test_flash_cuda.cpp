@@ -14,7 +14,7 @@ using namespace ejk;
 namespace {
 
 // Runs `c` on device 0 and returns host copies of out and lse.
-std::pair<Tensor, Tensor> run_on_cuda(const cli::FlashCase& c, const FlashAttentionOptions& opt, RunInfo& info) {
+std::pair<Tensor, Tensor> run_on_cuda(const test::FlashCase& c, const FlashAttentionOptions& opt, RunInfo& info) {
   Device gpu{DeviceKind::cuda, 0};
   std::vector<Tensor> keep;
   FlashAttentionInputs in = c.inputs_on(gpu, keep);
@@ -36,7 +36,7 @@ TEST_CASE("CUDA flash attention matches the float64 reference and the CPU backen
     return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
   };
   for (int i = 0; i < 120; ++i) {
-    cli::FlashCaseSpec s;
+    test::FlashCaseSpec s;
     s.seed = 5000 + i;
     s.dtype = i % 2 ? DType::bf16 : DType::f16;
     s.d = pick({64, 128, 128, 96, 256, 80, 160});
@@ -53,12 +53,12 @@ TEST_CASE("CUDA flash attention matches the float64 reference and the CPU backen
     s.segments = !s.varlen && coin(0.25);
     s.bias = !s.varlen && coin(0.25);
     s.normalize_output = !coin(0.1);
-    auto c = cli::make_random_case(s);
-    FlashAttentionOptions opt = c.options(Backend::auto_, 0, 0);
+    auto c = test::make_random_case(s);
+    FlashAttentionOptions opt = c.options(0, 0);
     RunInfo info;
     auto [out, lse] = run_on_cuda(c, opt, info);
     auto ref = flash_attention_reference(c.inputs(), opt);
-    Tensor o = cli::to_f32(out);
+    Tensor o = test::to_f32(out);
     double num = 0, den = 0;
     bool nan = false;
     for (int64_t j = 0; j < o.numel(); ++j) {
@@ -84,8 +84,8 @@ TEST_CASE("CUDA flash attention matches the float64 reference and the CPU backen
     CHECK(lse_err <= 1e-2);
     // And against the CPU backend, where this build can run the CPU variant.
     try {
-      auto cpu = flash_attention(c.inputs(), c.options(Backend::cpu, 0, 0));
-      Tensor co = cli::to_f32(cpu.out);
+      auto cpu = flash_attention(c.inputs(), c.options(0, 0));
+      Tensor co = test::to_f32(cpu.out);
       double n2 = 0, d2 = 0;
       for (int64_t j = 0; j < co.numel(); ++j) {
         double x = o.data_as<float>()[j], y = co.data_as<float>()[j];
