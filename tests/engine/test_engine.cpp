@@ -1,0 +1,186 @@
+// The op engine through the generic API (ejk/op.h): ops by name, signatures from their specs,
+// output sizing, keys without a run, plan/run, the context's executor and backend. Flash
+// attention is the op under test; every op takes the same path.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "ejk/core/error.h"
+#include "ejk/ejk.h"
+#include "ejk/op.h"
+#include "ejk/ops/flash_attention.h"
+
+using namespace ejk;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+Tensor random_f32(Dims shape, uint32_t seed) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = nd(rng);
+  return t;
+}
+
+struct Problem {
+  Tensor q = random_f32({2, 33, 4, 64}, 1), k = random_f32({2, 47, 2, 64}, 2), v = random_f32({2, 47, 2, 64}, 3);
+  Args inputs() const {
+    Args a;
+    a.set("q", q.view()).set("k", k.view()).set("v", v.view()).set("causal", true);
+    return a;
+  }
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("ops are listed and described from their specs", "[engine]") {
+  const auto names = op_names();
+  REQUIRE(std::find(names.begin(), names.end(), "flash_attention") != names.end());
+  const OpInfo info = describe_op("flash_attention");
+  CHECK(info.kernel == "flash_fwd");
+  auto q = std::find_if(info.tensors.begin(), info.tensors.end(), [](const OpTensorInfo& t) { return t.name == "q"; });
+  REQUIRE(q != info.tensors.end());
+  CHECK(q->layout == "[B, Sq, Hq, D]");
+  CHECK_FALSE(q->mode_layouts.empty());
+  auto block_q = std::find_if(info.axes.begin(), info.axes.end(), [](const OpAxisInfo& a) { return a.name == "block_q"; });
+  REQUIRE(block_q != info.axes.end());
+  CHECK(block_q->tuning);
+  CHECK_THAT(error_of([] { describe_op("flash_atention"); }), ContainsSubstring("not in this build"));
+}
+
+TEST_CASE("outputs are sized from the inputs, and a run by name matches the typed call", "[engine]") {
+  Problem p;
+  const Args in = p.inputs();
+  const auto specs = output_specs("flash_attention", in);
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[0].name == "out");
+  CHECK(specs[0].shape == Dims{2, 33, 4, 64});
+  CHECK(specs[1].shape == Dims{2, 4, 33});
+  CHECK(specs[1].dtype == DType::f32);
+
+  Tensor out = Tensor::empty(specs[0].shape, specs[0].dtype), lse = Tensor::empty(specs[1].shape, DType::f32);
+  Args a = in;
+  a.set("out", out.view()).set("lse", lse.view());
+  const RunInfo info = run("flash_attention", a);
+  FlashAttentionOptions opt;
+  opt.causal = true;
+  const FlashAttentionResult typed = flash_attention({p.q.view(), p.k.view(), p.v.view()}, opt);
+  CHECK(info.key == typed.info.key);
+  CHECK(std::memcmp(out.data(), typed.out.data(), out.nbytes()) == 0);
+  CHECK(std::memcmp(lse.data(), typed.lse.data(), lse.nbytes()) == 0);
+}
+
+TEST_CASE("variant_key validates without memory or a run", "[engine]") {
+  Args shapes;
+  shapes.set("q", TensorView{nullptr, DType::bf16, {}, {1, 128, 8, 96}, contiguous_strides({1, 128, 8, 96})});
+  shapes.set("k", TensorView{nullptr, DType::bf16, {}, {1, 128, 8, 96}, contiguous_strides({1, 128, 8, 96})});
+  shapes.set("v", TensorView{nullptr, DType::bf16, {}, {1, 128, 8, 96}, contiguous_strides({1, 128, 8, 96})});
+  shapes.set("sliding_window", int64_t{64});
+  const std::string key = variant_key("flash_attention", shapes);
+  CHECK_THAT(key, ContainsSubstring(".bf16.d96.") && ContainsSubstring(".win"));
+  shapes.tune("block_q", 32);
+  CHECK_THAT(variant_key("flash_attention", shapes), ContainsSubstring(".bq32."));
+  CHECK_THAT(error_of([&] { Args a = shapes; a.tune("head_dim", 64); variant_key("flash_attention", a); }),
+             ContainsSubstring("'head_dim' is not a tuning axis"));
+  CHECK_THAT(error_of([&] { Args a = shapes; a.set("qq", shapes.tensors()[0].second); variant_key("flash_attention", a); }),
+             ContainsSubstring("no tensor argument named 'qq'"));
+  CHECK_THAT(error_of([&] { Args a = shapes; a.set("causal", int64_t{1}); variant_key("flash_attention", a); }),
+             ContainsSubstring("causal: expected a value of type bool"));
+}
+
+TEST_CASE("the reference takes named arguments and returns every output", "[engine]") {
+  Problem p;
+  const auto ref = reference("flash_attention", p.inputs());
+  REQUIRE(ref.size() == 2);
+  CHECK(ref[0].values.size() == size_t(2 * 33 * 4 * 64));
+  CHECK(ref[1].shape == Dims{2, 4, 33});
+}
+
+TEST_CASE("a plan runs other memory of the same signature and refuses another variant", "[engine][plan]") {
+  Problem p, other;
+  Tensor out = Tensor::empty({2, 33, 4, 64}, DType::f32), lse = Tensor::empty({2, 4, 33}, DType::f32);
+  Args a = p.inputs();
+  a.set("out", out.view()).set("lse", lse.view());
+  const Plan plan = ejk::plan("flash_attention", a);
+  CHECK_FALSE(plan.key().empty());
+  Tensor out2 = Tensor::empty({2, 33, 4, 64}, DType::f32), lse2 = Tensor::empty({2, 4, 33}, DType::f32);
+  Args b = other.inputs();
+  b.set("out", out2.view()).set("lse", lse2.view());
+  CHECK(plan.run(b, {}).key == plan.key());
+  CHECK(run("flash_attention", a).key == plan.key());  // the same inputs by the plain call
+  Args c = b;
+  c.set("causal", false);  // another key: the plan refuses it rather than run the wrong kernel
+  CHECK_THAT(error_of([&] { plan.run(c, {}); }), ContainsSubstring("need another variant than the plan's"));
+}
+
+TEST_CASE("the CPU runs on a caller's executor when the context gives one", "[engine][executor]") {
+  Problem p;
+  struct Pool {
+    std::atomic<int64_t> tasks{0};
+    static void parallel_for(void* self, int64_t n, void (*fn)(void*, int64_t, int64_t), void* arg) {
+      auto* pool = static_cast<Pool*>(self);
+      for (int64_t i = 0; i < n; ++i) fn(arg, i, i + 1);  // one range per task, serially
+      pool->tasks += n;
+    }
+  } pool;
+  CpuExecutor exec{&Pool::parallel_for, &pool};
+  Context ctx;
+  ctx.cpu_executor = &exec;
+  FlashAttentionOptions opt;
+  opt.causal = true;
+  const FlashAttentionResult mine = flash_attention({p.q.view(), p.k.view(), p.v.view()}, opt, ctx);
+  CHECK(pool.tasks > 1);
+  const FlashAttentionResult ours = flash_attention({p.q.view(), p.k.view(), p.v.view()}, opt);
+  CHECK(std::memcmp(mine.out.data(), ours.out.data(), mine.out.nbytes()) == 0);
+}
+
+TEST_CASE("a context naming another backend than the tensors' device is refused", "[engine]") {
+  Problem p;
+  Context ctx;
+  ctx.backend = Backend::cuda;
+  CHECK_THAT(error_of([&] { flash_attention({p.q.view(), p.k.view(), p.v.view()}, {}, ctx); }),
+             ContainsSubstring("backend cuda was requested, but the tensors are on cpu"));
+}
+
+TEST_CASE("tensors past rank 8 and overflowing sizes are refused", "[engine]") {
+  CHECK_THROWS_AS(Dims({1, 1, 1, 1, 1, 1, 1, 1, 1}), InvalidArgument);
+  Problem p;
+  FlashAttentionInputs in{p.q.view(), p.k.view(), p.v.view()};
+  in.q.shape = {int64_t{1} << 40, int64_t{1} << 40, 4, 64};
+  CHECK_THAT(error_of([&] { flash_attention(in); }), ContainsSubstring("q: shape") && ContainsSubstring("2^63"));
+}
+
+TEST_CASE("ejk_run calls any op by name through the C ABI", "[engine][c-abi]") {
+  Problem p;
+  Tensor out = Tensor::empty({2, 33, 4, 64}, DType::f32), lse = Tensor::empty({2, 4, 33}, DType::f32);
+  const int64_t qs[4] = {2, 33, 4, 64}, ks[4] = {2, 47, 2, 64}, ls[3] = {2, 4, 33};
+  ejk_tensor q{p.q.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, qs, nullptr}, k{p.k.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, ks, nullptr},
+      v{p.v.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, ks, nullptr}, o{out.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, qs, nullptr},
+      l{lse.data(), EJK_F32, EJK_DEVICE_CPU, 0, 3, ls, nullptr};
+  ejk_arg args[] = {{"q", EJK_ARG_TENSOR, &q, {}, 0}, {"k", EJK_ARG_TENSOR, &k, {}, 0}, {"v", EJK_ARG_TENSOR, &v, {}, 0},
+                    {"out", EJK_ARG_TENSOR, &o, {}, 0}, {"lse", EJK_ARG_TENSOR, &l, {}, 0},
+                    {"causal", EJK_ARG_BOOL, nullptr, {1, 0}, 0}, {"block_q", EJK_ARG_TUNE, nullptr, {32, 0}, 0}};
+  ejk_context ctx;
+  ejk_context_init(&ctx);
+  REQUIRE(ejk_run("flash_attention", args, 7, &ctx) == EJK_OK);
+  FlashAttentionOptions opt;
+  opt.causal = true;
+  opt.block_q = 32;
+  const FlashAttentionResult typed = flash_attention({p.q.view(), p.k.view(), p.v.view()}, opt);
+  CHECK(std::memcmp(out.data(), typed.out.data(), out.nbytes()) == 0);
+  CHECK(ejk_run("no_such_op", args, 7, &ctx) == EJK_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("no_such_op"));
+}
