@@ -1,9 +1,11 @@
 // Shared by the CUDA tests: the spec, template and kernel headers read from the source tree,
-// and rendering a key exactly as the generator and the JIT do (core's render_variant).
+// keys checked against the spec, and rendering a key exactly as the generator and the JIT do
+// (core's render_variant).
 #pragma once
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "cuda/nvrtc_compiler.h"
 #include "ejk/core/render_variant.h"
 #include "ejk/core/schema.h"
+#include "ejk/core/variant_key.h"
 
 namespace ejk::test {
 
@@ -50,10 +53,15 @@ inline const OpSchema& bias_rows_schema() {
   return schema;
 }
 
-// The bias copy's key for a CUDA target, spelled as the runtime spells it (bias_rows_key).
-inline VariantKey bias_rows_test_key(const std::string& target) {
-  VariantKey key = bias_rows_schema().blank_key("cuda", target);
-  key.set_enum("elem", "b16");
+// A CUDA flash key, validated against the spec: a key the runtime could never build fails the
+// test where it is made, not deep in a launch.
+inline VariantKey cuda_key(const std::string& target, const std::string& dtype, int64_t head_dim,
+                           int64_t block_q, int64_t block_k, std::initializer_list<const char*> flags = {}) {
+  VariantKey key = flash_schema().blank_key("cuda", target);
+  key.set_enum("dtype", dtype);
+  key.set_int("head_dim", head_dim), key.set_int("block_q", block_q), key.set_int("block_k", block_k);
+  for (const char* f : flags) key.set_flag(f, true);
+  flash_schema().validate(key);
   return key;
 }
 
