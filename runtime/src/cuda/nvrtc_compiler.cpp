@@ -4,11 +4,14 @@
 #include <elf.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <cstdlib>
 #include <memory>
-#include <regex>
+#include <optional>
 #include <sstream>
 
 #include "ejk/core/error.h"
@@ -78,34 +81,79 @@ std::string first_lines(const std::string& text, int max_lines) {
   return out;
 }
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// The run of digits that starts `s` as an int, and the characters it spans; nothing when `s`
+// does not start with a digit or the number does not fit.
+std::optional<std::pair<int, size_t>> leading_int(std::string_view s) {
+  if (s.empty() || !is_digit(s.front())) return std::nullopt;
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{}) return std::nullopt;
+  return std::pair{v, static_cast<size_t>(end - s.data())};
+}
+
+// The first place in `text` reading N0 seps[0] N1 seps[1] ... (each N a run of digits): the
+// numbers. What regex_search finds with `(\d+)sep0(\d+)sep1...`.
+template <size_t K>
+std::optional<std::array<int, K>> numbers_before(std::string_view text,
+                                                 const std::array<std::string_view, K>& seps) {
+  for (size_t at = text.find(seps[0]); at != std::string_view::npos; at = text.find(seps[0], at + 1)) {
+    size_t begin = at;
+    while (begin > 0 && is_digit(text[begin - 1])) --begin;
+    std::array<int, K> out{};
+    std::string_view rest = text.substr(begin);
+    size_t i = 0;
+    for (; i < K; ++i) {
+      const auto n = leading_int(rest);
+      if (!n || !rest.substr(n->second).starts_with(seps[i])) break;
+      out[i] = n->first;
+      rest.remove_prefix(n->second + seps[i].size());
+    }
+    if (i == K) return out;
+  }
+  return std::nullopt;
+}
+
+// The number in the first `prefix` N `suffix` of `text`.
+std::optional<int> number_between(std::string_view text, std::string_view prefix, std::string_view suffix) {
+  for (size_t at = text.find(prefix); at != std::string_view::npos; at = text.find(prefix, at + 1)) {
+    const std::string_view rest = text.substr(at + prefix.size());
+    if (const auto n = leading_int(rest); n && rest.substr(n->second).starts_with(suffix)) return n->first;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
+// Target spellings and ptxas reports are read by hand, not with std::regex: libejk must carry
+// no std::regex instantiations, which bound to a host process's own copies (PyTorch) and crashed.
 std::string nvrtc_arch(std::string_view target) {
-  static const std::regex spelled("sm([0-9]+)(a?)");
-  std::cmatch m;
-  const std::string t(target);
-  if (!std::regex_match(t.c_str(), m, spelled))
-    throw InvalidArgument("CUDA target '" + t + "': expected sm<digits>[a], e.g. sm80 or sm90a");
-  return "sm_" + m[1].str() + m[2].str();
+  std::string_view digits = target.starts_with("sm") ? target.substr(2) : std::string_view{};
+  if (digits.ends_with('a')) digits.remove_suffix(1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit))
+    throw InvalidArgument("CUDA target '" + std::string(target) + "': expected sm<digits>[a], e.g. sm80 or sm90a");
+  return "sm_" + std::string(target.substr(2));
 }
 
 KernelResources parse_ptxas_report(std::string_view log, std::string_view symbol) {
   KernelResources r;
-  const std::string text(log);
-  const size_t at = text.find("Compiling entry function '" + std::string(symbol) + "'");
-  if (at == std::string::npos) return r;
+  const size_t at = log.find("Compiling entry function '" + std::string(symbol) + "'");
+  if (at == std::string_view::npos) return r;
   // The report of one function ends where the next "Compiling entry function" begins.
-  const size_t end = text.find("Compiling entry function", at + 1);
-  const std::string part = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
-  std::smatch m;
-  if (std::regex_search(part, m, std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
-    r.stack_bytes = std::stoi(m[1]);
-    r.spill_store_bytes = std::stoi(m[2]);
-    r.spill_load_bytes = std::stoi(m[3]);
+  const size_t end = log.find("Compiling entry function", at + 1);
+  const std::string_view part = log.substr(at, end == std::string_view::npos ? end : end - at);
+  using Seps3 = std::array<std::string_view, 3>;
+  if (const auto frame = numbers_before(part, Seps3{" bytes stack frame, ", " bytes spill stores, ",
+                                                    " bytes spill loads"})) {
+    r.stack_bytes = (*frame)[0];
+    r.spill_store_bytes = (*frame)[1];
+    r.spill_load_bytes = (*frame)[2];
   }
-  if (std::regex_search(part, m, std::regex(R"(Used (\d+) registers)"))) r.registers = std::stoi(m[1]);
-  r.static_smem_bytes = 0;  // ptxas prints "N bytes smem" only when there is static smem
-  if (std::regex_search(part, m, std::regex(R"((\d+) bytes smem)"))) r.static_smem_bytes = std::stoi(m[1]);
+  if (const auto regs = number_between(part, "Used ", " registers")) r.registers = *regs;
+  // ptxas prints "N bytes smem" only when there is static smem.
+  const auto smem = numbers_before(part, std::array<std::string_view, 1>{" bytes smem"});
+  r.static_smem_bytes = smem ? (*smem)[0] : 0;
   return r;
 }
 
