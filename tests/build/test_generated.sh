@@ -11,9 +11,10 @@ trap 'rm -rf "$tmp"' EXIT
 scripts/regenerate.sh --gen "$gen" --out "$tmp/generated"
 if ! diff -r -x README.md generated "$tmp/generated" >"$tmp/diff"; then
   echo "FAIL: generated/ differs from what ejk-gen writes now: run scripts/regenerate.sh"
-  diff -rq -x README.md generated "$tmp/generated" | sed "s|$tmp/||; s/^/  /" | head -40
+  # diff exits 1 on a difference: || true, or pipefail would end the script here.
+  { diff -rq -x README.md generated "$tmp/generated" || true; } | sed "s|$tmp/generated|ejk-gen's output|; s/^/  /" | head -40
   echo "first lines of the diff:"
-  head -40 "$tmp/diff"
+  sed "s|$tmp/generated|ejk-gen's output|" "$tmp/diff" | head -40
   exit 1
 fi
 
