@@ -7,9 +7,10 @@
 namespace ejk::cli {
 
 OpCase* flash_attention_case();
+OpCase* merge_attention_states_case();
 
 const std::vector<OpCase*>& op_cases() {
-  static const std::vector<OpCase*> cases = {flash_attention_case()};
+  static const std::vector<OpCase*> cases = {flash_attention_case(), merge_attention_states_case()};
   return cases;
 }
 

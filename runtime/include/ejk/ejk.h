@@ -89,6 +89,14 @@ EJK_API int ejk_flash_attention(const ejk_context* ctx, const ejk_tensor* q, con
                                 const ejk_tensor* softmax_aux, const ejk_flash_options* opt,
                                 const ejk_tensor* out, const ejk_tensor* lse);
 
+/* merge_attention_states (specs/merge_attention_states.yaml): out_a, out_b [..., T, H, D] (f32, bf16
+ * or f16) with lse_a, lse_b [..., H, T] (f32, natural log) -> out (out_a's shape and dtype) and
+ * lse [..., H, T], merged by log-sum-exp; both LSEs -inf give out 0, lse -inf. out and lse are the
+ * caller's and may be out_a/out_b and lse_a/lse_b themselves; ctx may be NULL (defaults). */
+EJK_API int ejk_merge_attention_states(const ejk_context* ctx, const ejk_tensor* out_a, const ejk_tensor* lse_a,
+                                       const ejk_tensor* out_b, const ejk_tensor* lse_b, const ejk_tensor* out,
+                                       const ejk_tensor* lse);
+
 EJK_API const char* ejk_last_error(void);
 
 #ifdef __cplusplus

@@ -1,12 +1,14 @@
 // The ops of this library: adding an op adds one line here (and its folder under ops/).
 #include "engine/op_def.h"
 #include "ops/flash_attention/flash_op.h"
+#include "ops/merge_attention_states/merge_op.h"
 
 namespace ejk::engine {
 
 const std::vector<const OpDef*>& all_ops() {
   static const std::vector<const OpDef*> ops = {
       &ops::flash_attention_op(),
+      &ops::merge_attention_states_op(),
   };
   return ops;
 }
