@@ -8,9 +8,12 @@ namespace ejk::cli {
 
 OpCase* flash_attention_case();
 OpCase* merge_attention_states_case();
+OpCase* mean_pooling_case();
+OpCase* mean_pooling_backward_case();
 
 const std::vector<OpCase*>& op_cases() {
-  static const std::vector<OpCase*> cases = {flash_attention_case(), merge_attention_states_case()};
+  static const std::vector<OpCase*> cases = {flash_attention_case(), merge_attention_states_case(), mean_pooling_case(),
+                                             mean_pooling_backward_case()};
   return cases;
 }
 

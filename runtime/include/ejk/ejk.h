@@ -97,6 +97,15 @@ EJK_API int ejk_merge_attention_states(const ejk_context* ctx, const ejk_tensor*
                                        const ejk_tensor* out_b, const ejk_tensor* lse_b, const ejk_tensor* out,
                                        const ejk_tensor* lse);
 
+/* mean_pooling (specs/mean_pooling.yaml): x [B, T, D] -> out [B, D], or packed x [total, D] with
+ * cu_seqlens [N + 1] (i32; NULL: dense) -> out [N, D]; a sequence without tokens gives zeros.
+ * mean_pooling_backward: g [B, D] -> dx [B, T, D], or g [N, D] with cu_seqlens -> dx [total, D],
+ * g / len at every token. out and dx are the caller's; ctx may be NULL (defaults). */
+EJK_API int ejk_mean_pooling(const ejk_context* ctx, const ejk_tensor* x, const ejk_tensor* cu_seqlens,
+                             const ejk_tensor* out);
+EJK_API int ejk_mean_pooling_backward(const ejk_context* ctx, const ejk_tensor* g,
+                                      const ejk_tensor* cu_seqlens, const ejk_tensor* dx);
+
 EJK_API const char* ejk_last_error(void);
 
 #ifdef __cplusplus

@@ -1,0 +1,43 @@
+#include "ops/mean_pooling/mean_pooling_reference.h"
+
+#include <string>
+
+#include "ejk/core/error.h"
+#include "ejk/kernels/cpu/types.h"
+
+namespace ejk {
+namespace {
+
+// Exact: bf16 and f16 widen to f32 without rounding, and f32 to double.
+double read_elem(const void* base, int64_t index, DType dtype) {
+  const auto* bits = static_cast<const uint16_t*>(base);
+  switch (dtype) {
+    case DType::f32: return static_cast<const float*>(base)[index];
+    case DType::bf16: return cpu::to_f32<cpu::ElemKind::bf16>(bits[index]);
+    case DType::f16: return cpu::to_f32<cpu::ElemKind::f16>(bits[index]);
+    default: break;
+  }
+  throw InvalidArgument("reference_mean_pool: dtype " + std::string(dtype_name(dtype)) +
+                        " is not an element type of mean pooling (expected f32, bf16 or f16)");
+}
+
+}  // namespace
+
+void reference_mean_pool(const MeanPoolParams& p, bool backward, DType dtype, double* out) {
+  for (int64_t s = 0; s < p.sequences; ++s) {
+    const MeanPoolSpan sp = mean_pool_span(p, s);
+    const double scale = mean_pool_scale<double>(sp.end - sp.begin);
+    for (int64_t d = 0; d < p.dim; ++d) {
+      if (backward) {
+        const double g = read_elem(p.rows, s * p.row_stride + d, dtype) * scale;
+        for (int64_t i = sp.begin; i < sp.end; ++i) out[i * p.dim + d] = g;
+        continue;
+      }
+      double sum = 0;
+      for (int64_t i = sp.begin; i < sp.end; ++i) sum += read_elem(p.tokens, mean_pool_token(p, s, i) + d, dtype);
+      out[s * p.dim + d] = sum * scale;
+    }
+  }
+}
+
+}  // namespace ejk
