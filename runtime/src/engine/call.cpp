@@ -21,6 +21,7 @@ namespace {
 // What a plan depends on, as plain bytes: hashed and compared without building a key string.
 struct PlanId {
   const OpDef* op;
+  const std::string* target;  // the spec's target for the device (EJK_CPU_TARGET may change it)
   int64_t backend, device;
   AxisValues axes;
   ProblemValues problem;
@@ -40,6 +41,7 @@ PlanId plan_id(const Bound& b, Backend backend) {
   PlanId id;
   std::memset(&id, 0, sizeof(id));  // padding too: the id is compared as bytes
   id.op = b.op;
+  id.target = &target_for(b.op->schema(), backend, b.device);
   id.backend = int64_t(backend);
   id.device = b.device.kind == DeviceKind::cpu ? -1 : b.device.index;
   id.axes = axis_values(b);
@@ -53,8 +55,7 @@ std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanI
   p->op = b.op;
   p->backend = backend;
   p->device = b.device;
-  const std::string& target = target_for(s, backend, b.device);
-  p->key = make_key(s, backend_name(backend), target, id.axes, id.problem);
+  p->key = make_key(s, backend_name(backend), *id.target, id.axes, id.problem);
   p->key_string = to_string(p->key);
   p->axes = id.axes;
   p->problem = id.problem;
@@ -122,7 +123,7 @@ std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool l
 
 bool plan_matches(const Bound& b, Backend backend, const PlanData& plan) {
   const PlanId id = plan_id(b, backend);
-  return id.op == plan.op && backend == plan.backend && b.device == plan.device &&
+  return id.op == plan.op && *id.target == plan.key.target && backend == plan.backend && b.device == plan.device &&
          std::memcmp(&id.axes, &plan.axes, sizeof(AxisValues)) == 0 &&
          std::memcmp(&id.problem, &plan.problem, sizeof(ProblemValues)) == 0;
 }

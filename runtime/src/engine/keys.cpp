@@ -46,7 +46,8 @@ std::map<std::string, int64_t> problem_vars(const OpSchema& s, const VariantKey&
 }
 
 #if EJK_HAVE_CUDA
-// `sm_80`: compute capability 8.0 or newer; `sm_90a`: exactly 9.0 (arch-specific code).
+// `sm_80`: compute capability 8.0 or newer (its code is compiled for the device's own arch where
+// the built-in cubin does not load there); `sm_90a`: exactly 9.0 (arch-specific code).
 bool device_meets(const std::string& req, int major, int minor) {
   std::string_view r = req;
   if (!r.starts_with("sm_") || r.size() < 5) return false;
@@ -112,6 +113,9 @@ VariantKey make_key(const OpSchema& s, std::string_view backend, std::string_vie
 }
 
 const std::string& target_for(const OpSchema& s, Backend backend, Device device) {
+  // The CPU's is read per call: EJK_CPU_TARGET may change between calls (tests, benchmarks),
+  // and the host's features are a static table.
+  if (backend == Backend::cpu) return host_cpu_target(s.backend("cpu").targets);
   static std::mutex mu;
   static std::map<std::tuple<const OpSchema*, Backend, int>, const std::string*> memo;
   const auto id = std::make_tuple(&s, backend, device.index);

@@ -32,7 +32,8 @@ VariantKey make_key(const OpSchema& schema, std::string_view backend, std::strin
 
 // The spec target a backend runs for `device`: CPU, the first target whose features the host
 // has (EJK_CPU_TARGET narrows); CUDA, the first whose `requires` the device's compute capability
-// meets (`sm_80`: 8.0 or newer; `sm_90a`: exactly 9.0). BackendUnavailable when none does.
+// meets (`sm_80`: 8.0 or newer, compiled for the device's arch where needed: see
+// variant_store.h; `sm_90a`: exactly 9.0). BackendUnavailable when none does.
 const std::string& target_for(const OpSchema& schema, Backend backend, Device device);
 
 }  // namespace ejk::engine

@@ -99,8 +99,18 @@ void fill_resources(Cubin& c, const std::string& symbol) {
   c.static_shared_bytes = res.static_smem_bytes;
 }
 
+// The arch a key's code is compiled for on `dev`: an arch-specific target ("sm90a") exactly; a
+// portable one ("sm80") its own where the device has its major version, else the device's:
+// a cubin of one major version does not load on another.
+std::string cubin_arch(const VariantKey& key, const cuda::DeviceInfo& dev) {
+  const std::string nominal = cuda::nvrtc_arch(key.target);
+  if (key.target.ends_with('a') || nominal.substr(3, nominal.size() - 4) == std::to_string(dev.major)) return nominal;
+  return "sm_" + std::to_string(dev.major * 10 + dev.minor);
+}
+
 Variant load_cuda(const OpSchema& schema, const VariantKey& key, Device device) {
-  Cubin cubin = acquire_cubin(schema, key);
+  const cuda::DeviceInfo& dev = cuda::use_device(device.index);
+  Cubin cubin = acquire_cubin(schema, key, cubin_arch(key, dev));
   cuda::use_device(device.index);
   const auto t0 = std::chrono::steady_clock::now();
   Variant v;
@@ -119,16 +129,17 @@ bool is_builtin(const std::string& key) {
   return detail::find_cpu_aot(key) != nullptr || find_cuda_aot(key) != nullptr;
 }
 
-Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key) {
+Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key, std::string arch) {
 #if EJK_HAVE_CUDA
   const std::string k = to_string(key), symbol = symbol_name(key);
+  if (arch.empty()) arch = cuda::nvrtc_arch(key.target);
   Cubin out;
-  if (const auto* aot = find_cuda_aot(k)) {
+  // The built-in cubins are compiled for the target's own arch.
+  if (const auto* aot = arch == cuda::nvrtc_arch(key.target) ? find_cuda_aot(k) : nullptr) {
     out.bytes.assign(aot->image, aot->image + aot->size);
     fill_resources(out, symbol);
     return out;
   }
-  const std::string arch = cuda::nvrtc_arch(key.target);
   const std::string source = detail::render_source(schema, key);
   const std::string hash = content_hash("cuda", k, source, cuda::NvrtcCompiler::get().identity() + arch);
   const auto t0 = std::chrono::steady_clock::now();
@@ -146,6 +157,7 @@ Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key) {
   return out;
 #else
   (void)schema;
+  (void)arch;
   throw BackendUnavailable(fmt::format("variant {}: this build has no CUDA backend (configured with "
                                        "EJK_ENABLE_CUDA=OFF)", to_string(key)));
 #endif

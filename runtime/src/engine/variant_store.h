@@ -34,7 +34,9 @@ struct Variant {
 // key is compiled at most once per process (and per machine, through the cache's lock).
 Variant acquire_variant(const OpSchema& schema, const VariantKey& key, Device device);
 
-// A CUDA variant's cubin for the arch its key's target names; needs no GPU (`ejk compile`).
+// A CUDA variant's cubin for `arch` ("sm_90"; empty: the one its key's target names), built in
+// where the build has it for that arch, else from the disk cache or NVRTC; needs no GPU
+// (`ejk compile`).
 struct Cubin {
   std::vector<uint8_t> bytes;
   VariantSource source = VariantSource::aot;
@@ -43,7 +45,7 @@ struct Cubin {
   int registers = -1;
   int64_t static_shared_bytes = -1;  // of the entry; the dynamic part comes at launch
 };
-Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key);
+Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key, std::string arch = {});
 
 // Whether `key` is in this library's AOT tables.
 bool is_builtin(const std::string& key);
