@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 #include <vector>
@@ -14,13 +15,26 @@
 namespace ejk {
 namespace {
 
+// Parsing, evaluation and destruction of the tree recurse; these bounds keep a hostile spec
+// (10,000 nested parentheses, 50,000 '!') from overflowing the stack: a SpecError instead.
+constexpr int kMaxNesting = 256;  // parentheses and unary operators inside each other
+constexpr int kMaxHeight = 1024;  // operators on the longest path of the tree ("1+1+...+1")
+
 struct Node {
   enum class Kind { Number, Ident, Unary, Binary } kind = Kind::Number;
   int64_t number = 0;
+  int height = 1;    // nodes on the longest path down from here
   std::string text;  // Ident: the name; Unary/Binary: the operator spelling
   std::unique_ptr<Node> lhs, rhs;
 };
 using NodePtr = std::unique_ptr<Node>;
+
+// The expression as messages quote it: long ones shortened, so an error stays one line.
+std::string excerpt(std::string_view src) {
+  constexpr size_t kMaxQuoted = 80;
+  if (src.size() <= kMaxQuoted) return std::string(src);
+  return fmt::format("{}... ({} characters)", src.substr(0, kMaxQuoted), src.size());
+}
 
 enum class Tok { Number, Ident, Op, LParen, RParen, End };
 
@@ -76,7 +90,7 @@ class Lexer {
       return {Tok::Op, std::string(1, c), start + 1};
     }
     throw SpecError(fmt::format("{}: unexpected character '{}' at column {} in '{}'", where_, c,
-                                start + 1, src_));
+                                start + 1, excerpt(src_)));
   }
 
   std::string_view src_, where_;
@@ -106,19 +120,44 @@ class Parser {
   const Token& peek() const { return toks_[i_]; }
 
   [[noreturn]] void fail(const Token& t, const std::string& what) const {
-    throw SpecError(fmt::format("{}: {} at column {} in '{}'", where_, what, t.column, src_));
+    throw SpecError(fmt::format("{}: {} at column {} in '{}'", where_, what, t.column, excerpt(src_)));
+  }
+
+  // Counts one level of parentheses or unary operators for as long as it lives.
+  class Nest {
+   public:
+    Nest(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting)
+        p_.fail(p_.peek(), fmt::format("expression nests deeper than {} levels of parentheses "
+                                       "and unary operators", kMaxNesting));
+    }
+    ~Nest() { --p_.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
+  // Gives `n` its height from its children; refuses trees taller than kMaxHeight.
+  NodePtr with_height(NodePtr n, const Token& at) const {
+    n->height = 1 + std::max(n->lhs ? n->lhs->height : 0, n->rhs ? n->rhs->height : 0);
+    if (n->height > kMaxHeight)
+      fail(at, fmt::format("expression has more than {} operators in a chain", kMaxHeight));
+    return n;
   }
 
   NodePtr binary(size_t level) {
     if (level == binary_levels().size()) return unary();
     NodePtr lhs = binary(level + 1);
     while (peek().kind == Tok::Op && is_op_at(level, peek().text)) {
+      const Token& op = toks_[i_++];
       auto n = std::make_unique<Node>();
       n->kind = Node::Kind::Binary;
-      n->text = toks_[i_++].text;
+      n->text = op.text;
       n->lhs = std::move(lhs);
       n->rhs = binary(level + 1);
-      lhs = std::move(n);
+      lhs = with_height(std::move(n), op);
     }
     return lhs;
   }
@@ -131,11 +170,13 @@ class Parser {
 
   NodePtr unary() {
     if (peek().kind == Tok::Op && (peek().text == "!" || peek().text == "-" || peek().text == "+")) {
+      Nest nest(*this);
+      const Token& op = toks_[i_++];
       auto n = std::make_unique<Node>();
       n->kind = Node::Kind::Unary;
-      n->text = toks_[i_++].text;
+      n->text = op.text;
       n->lhs = unary();
-      return n;
+      return with_height(std::move(n), op);
     }
     return primary();
   }
@@ -154,6 +195,7 @@ class Parser {
         }
         break;
       case Tok::LParen: {
+        Nest nest(*this);
         ++i_;
         NodePtr inner = binary(0);
         if (peek().kind != Tok::RParen) fail(peek(), "expected ')'");
@@ -181,6 +223,7 @@ class Parser {
   std::string_view src_, where_;
   std::vector<Token> toks_;
   size_t i_ = 0;
+  int nesting_ = 0;
 };
 
 class Evaluator {
@@ -251,7 +294,7 @@ class Evaluator {
   }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw SpecError(fmt::format("{}: {} in '{}'", where_, what, src_));
+    throw SpecError(fmt::format("{}: {} in '{}'", where_, what, excerpt(src_)));
   }
 
   const std::map<std::string, int64_t>& vars_;

@@ -1,5 +1,7 @@
 #include "spec_reader.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,6 +68,11 @@ void SpecReader::fail(int line, std::string_view path, std::string_view what) co
 YAML::Node SpecReader::load(std::string_view text) const {
   try {
     return YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp bounds its recursive parser itself (so a "[[[[...]]]]" spec cannot overflow the
+    // stack) but reports that as "bad file"; say what it means.
+    fail(e.mark.line + 1, "yaml", fmt::format("nested too deeply ({} levels of the YAML parser; "
+                                              "a spec needs a handful)", e.depth()));
   } catch (const YAML::ParserException& e) {
     fail(e.mark.line + 1, "yaml", fmt::format("syntax error: {}", e.msg));
   }

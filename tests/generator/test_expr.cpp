@@ -3,8 +3,13 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
 #include "ejk/core/error.h"
 #include "ejk/core/expr.h"
+#include "ejk/core/schema.h"
 #include "test_support.h"
 
 using Catch::Matchers::ContainsSubstring;
@@ -91,4 +96,74 @@ TEST_CASE("expr: identifiers are listed without evaluating", "[expr]") {
   CHECK(ejk::expr_identifiers("x / 0", kWhere) == std::set<std::string>{"x"});
   CHECK(ejk::expr_identifiers("false", kWhere).empty());
   CHECK_THROWS_WITH(ejk::expr_identifiers("a +", kWhere), ContainsSubstring(kWhere));
+}
+
+namespace {
+std::string repeat(std::string_view s, size_t n) {
+  std::string out;
+  out.reserve(s.size() * n);
+  for (size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+std::string nested_parens(size_t depth) { return repeat("(", depth) + "1" + repeat(")", depth); }
+}  // namespace
+
+TEST_CASE("expr: nesting is bounded, so a hostile spec is an error, not a stack overflow", "[expr][limits]") {
+  CHECK(eval(nested_parens(256)) == 1);
+  CHECK(eval(repeat("!", 256) + "0") == 0);
+  CHECK(eval(repeat("-", 256) + "3") == 3);
+  // Issue 36, defect 6: ~10,000 parentheses or 50,000 '!' / '-' crashed ejk-gen.
+  for (const std::string& deep : {nested_parens(257), nested_parens(10000), repeat("!", 50000) + "1",
+                                  repeat("-", 50000) + "1", repeat("(-", 20000) + "1" + repeat(")", 20000)}) {
+    CAPTURE(deep.size());
+    CHECK_THROWS_AS(eval(deep), SpecError);
+    CHECK_THROWS_WITH(eval(deep), ContainsSubstring(kWhere) &&
+                                      ContainsSubstring("nests deeper than 256 levels"));
+    CHECK_THROWS_WITH(ejk::expr_identifiers(deep, kWhere), ContainsSubstring("nests deeper"));
+  }
+}
+
+TEST_CASE("expr: long operator chains are bounded too (evaluation recurses over the tree)", "[expr][limits]") {
+  CHECK(eval("1" + repeat(" + 1", 1023)) == 1024);
+  const std::string chain = "a" + repeat(" * a", 200000);
+  CHECK_THROWS_WITH(eval(chain, {{"a", 1}}), ContainsSubstring(kWhere) &&
+                                                 ContainsSubstring("more than 1024 operators"));
+  // The message quotes the start of the expression, not all 1.2 MB of it.
+  try {
+    eval(chain, {{"a", 1}});
+  } catch (const SpecError& e) {
+    CHECK(std::string_view(e.what()).size() < 400);
+    CHECK_THAT(e.what(), ContainsSubstring("(800001 characters)"));
+  }
+}
+
+TEST_CASE("expr: a too-deep constraint in a spec is reported at its file:line", "[expr][limits]") {
+  std::ifstream in(ejk::test::source_root() / "specs" / "flash_attention.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string spec = text.str();
+  // The first list item after the first "constraints:" key becomes a 300-deep expression.
+  size_t key = spec.find("\n    constraints:\n");
+  if (key == std::string::npos) SKIP("the spec has no 'constraints:' list where this test expects one");
+  size_t item = spec.find("- \"", key);
+  REQUIRE(item != std::string::npos);
+  size_t end = spec.find('\n', item);
+  const int line = 1 + static_cast<int>(std::count(spec.begin(), spec.begin() + static_cast<std::ptrdiff_t>(item), '\n'));
+  spec.replace(item, end - item, "- \"" + nested_parens(300) + " == 1\"");
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(spec, "specs/flash_attention.yaml"),
+                    ContainsSubstring("specs/flash_attention.yaml:" + std::to_string(line) + ":") &&
+                        ContainsSubstring("nests deeper than 256 levels"));
+}
+
+TEST_CASE("spec: deeply nested YAML is a clear error at a line, not a crash", "[expr][limits][yaml]") {
+  // yaml-cpp bounds its own recursion; the spec reader says what the bound means.
+  const std::string flow = repeat("[", 100000) + repeat("]", 100000);
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(flow, "deep.yaml"),
+                    ContainsSubstring("deep.yaml:1: yaml: nested too deeply"));
+  const std::string maps = repeat("{a: ", 100000) + "1" + repeat("}", 100000);
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(maps, "deep.yaml"), ContainsSubstring("nested too deeply"));
+  std::string block;
+  for (int i = 0; i < 3000; ++i) block += std::string(static_cast<size_t>(i), ' ') + "a:\n";
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(block, "block.yaml"),
+                    ContainsSubstring("block.yaml:") && ContainsSubstring("nested too deeply"));
 }
