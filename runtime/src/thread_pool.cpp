@@ -1,24 +1,52 @@
 #include "thread_pool.h"
 
-#include <cstdlib>
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <system_error>
+
+#include "util/env.h"
 
 namespace ejk {
+namespace {
+
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxThreadsPerCore = 4;
+
+int hardware_threads() {
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(std::min<unsigned>(hc, kMaxThreads)) : 1;
+}
+
+std::thread spawn_std_thread(std::function<void()> body) { return std::thread(std::move(body)); }
+
+}  // namespace
+
+int ThreadPool::configured_threads() {
+  const int hardware = hardware_threads();
+  const int64_t most = std::min<int64_t>(kMaxThreads, kMaxThreadsPerCore * hardware);
+  return static_cast<int>(util::env_int("EJK_NUM_THREADS", 1, most, hardware));
+}
 
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool([] {
-    if (const char* s = std::getenv("EJK_NUM_THREADS")) {
-      int n = std::atoi(s);
-      if (n > 0) return n;
-    }
-    unsigned hc = std::thread::hardware_concurrency();
-    return hc ? static_cast<int>(hc) : 1;
-  }());
+  static ThreadPool pool(configured_threads());
   return pool;
 }
 
-ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+ThreadPool::ThreadPool(int num_threads, const Spawn& spawn) {
+  const Spawn& start = spawn ? spawn : Spawn(spawn_std_thread);
+  // Reserved first: a push_back that threw after its thread started would destroy a joinable
+  // std::thread, which terminates the process.
+  workers_.reserve(static_cast<size_t>(std::max(num_threads - 1, 0)));
+  for (int i = 1; i < num_threads; ++i) {
+    try {
+      workers_.push_back(start([this] { worker_loop(); }));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ejk: warning: started %zu of %d worker threads (%s); running with %zu\n",
+                   workers_.size(), num_threads - 1, e.what(), workers_.size() + 1);
+      break;
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

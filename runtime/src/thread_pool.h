@@ -15,9 +15,18 @@ namespace ejk {
 
 class ThreadPool {
  public:
-  // EJK_NUM_THREADS, else the hardware concurrency.
+  // Starts a worker thread running `body`; throws std::system_error when it cannot (the
+  // default wraps std::thread). Tests replace it to simulate `ulimit -u`.
+  using Spawn = std::function<std::thread(std::function<void()> body)>;
+
+  // Sized by configured_threads(); throws ejk::InvalidArgument for a bad EJK_NUM_THREADS.
   static ThreadPool& global();
-  explicit ThreadPool(int num_threads);
+  // EJK_NUM_THREADS (1 .. min(1024, 4 x hardware threads)), else the hardware concurrency.
+  static int configured_threads();
+
+  // Asks for num_threads - 1 workers (the caller is the last one). When thread creation fails
+  // the pool keeps the workers it has and says so once on stderr: it never aborts or hangs.
+  explicit ThreadPool(int num_threads, const Spawn& spawn = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

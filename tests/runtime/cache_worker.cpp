@@ -1,9 +1,13 @@
-// Helper process for the multi-process cache test: asks get_or_build for one entry, records
-// every build it performs in a shared counter file, and prints where the bytes came from.
+// Helper process for the multi-process cache tests.
 //
 //   cache_worker <root> <key> <hash> <counter_file> <start_at_unix_ms> <sleep_ms> <size>
+// asks get_or_build for one entry, records every build it performs in a shared counter file,
+// and prints where the bytes came from. Exit status: 0 when the bytes are the expected
+// payload, 1 when they differ, 2 on an error.
 //
-// Exit status: 0 when the bytes are the expected payload, 1 when they differ, 2 on an error.
+//   cache_worker hold <root> <key> <hash>
+// takes the entry's lock, prints "locked" and sleeps (the test stops it with SIGSTOP, as a
+// compiler stopped by a debugger or the shell would be, and kills it afterwards).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -38,9 +42,27 @@ void wait_until(long long start_at_unix_ms) {
   std::this_thread::sleep_until(Clock::time_point(std::chrono::milliseconds(start_at_unix_ms)));
 }
 
+int hold_lock(char** argv) {
+  ejk::cache::DiskCache cache(argv[2]);
+  auto lock = cache.lock_for("test", argv[3], argv[4], std::chrono::seconds(10));
+  if (!lock) return 2;
+  std::printf("locked\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::minutes(10));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "hold") {
+    try {
+      return hold_lock(argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cache_worker: %s\n", e.what());
+      return 2;
+    }
+  }
   if (argc != 8) {
     std::fprintf(stderr,
                  "usage: cache_worker <root> <key> <hash> <counter_file> <start_at_unix_ms> "

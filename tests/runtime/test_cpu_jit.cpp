@@ -14,6 +14,7 @@
 
 #include "cache/disk_cache.h"
 #include "cache/get_or_build.h"
+#include "cache/payload_check.h"
 #include "ejk/core/error.h"
 #include "jit/cpu_compiler.h"
 #include "jit/cpu_loader.h"
@@ -344,11 +345,15 @@ TEST_CASE("get_or_build with the CPU compiler: jit first, cache after", "[cpu_ji
   ejk::test::TempDir dir;
   ejk::cache::DiskCache cache(dir.path() / "v1");
   auto build = [&] { return CpuCompiler::instance().compile(src); };
-  auto first = ejk::cache::get_or_build(cache, "cpu", variant.symbol(), hash, build);
-  auto second = ejk::cache::get_or_build(cache, "cpu", variant.symbol(), hash, build);
+  // The check the runtime runs on every hit: real JIT output must pass it.
+  const std::string symbol = variant.symbol();
+  auto check = [&](std::span<const uint8_t> b) { return ejk::cache::check_payload("cpu", symbol, b); };
+  auto first = ejk::cache::get_or_build(cache, "cpu", variant.symbol(), hash, build, check);
+  auto second = ejk::cache::get_or_build(cache, "cpu", variant.symbol(), hash, build, check);
   CHECK(first.source == ejk::cache::Source::Jit);
   CHECK(second.source == ejk::cache::Source::Cache);
   CHECK(first.bytes == second.bytes);
+  CHECK(ejk::cache::check_payload("cpu", symbol, first.bytes) == std::nullopt);
 
   auto fn = reinterpret_cast<KernelFn>(CpuLoader::instance().load(second.bytes, variant.symbol()));
   Problem pr = random_problem(rng, variant.head_dim);

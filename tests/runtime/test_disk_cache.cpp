@@ -1,6 +1,7 @@
 // Disk cache: entry format and verification, listing, clearing, the get_or_build protocol
 // across threads and processes, and EJK_DISABLE_JIT.
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -138,10 +139,11 @@ TEST_CASE("list reports entries, verify finds payload damage, clear removes all"
   CAPTURE(f.seed);
   std::string k1 = f.key(), k2 = f.key(), k3 = f.key();
   std::string h1 = f.hash(), h2 = f.hash(), h3 = f.hash();
-  f.cache.store("cpu", k1, h1, f.payload());
-  f.cache.store("cpu", k2, h2, f.payload());
-  f.cache.store("cuda", k3, h3, f.payload());
-  { auto held_then_released = f.cache.lock("cpu", k1, h1); }
+  // Backends without a payload format ("test", "other"): random payloads are valid entries.
+  f.cache.store("test", k1, h1, f.payload());
+  f.cache.store("test", k2, h2, f.payload());
+  f.cache.store("other", k3, h3, f.payload());
+  { auto held_then_released = f.cache.lock("test", k1, h1); }
 
   auto all = f.cache.list(/*verify=*/true);
   REQUIRE(all.size() == 3);
@@ -152,7 +154,7 @@ TEST_CASE("list reports entries, verify finds payload damage, clear removes all"
   }
 
   // Damage k2's payload (last byte): headers stay fine, only verification sees it.
-  fs::path p2 = f.cache.entry_path("cpu", k2, h2);
+  fs::path p2 = f.cache.entry_path("test", k2, h2);
   auto bytes = read_all(p2);
   bytes.back() ^= 0x5a;
   write_all(p2, bytes);
@@ -165,13 +167,13 @@ TEST_CASE("list reports entries, verify finds payload damage, clear removes all"
     CAPTURE(e.key, e.problem);
     CHECK(e.valid == (e.key != k2));
     if (e.key == k2) CHECK_THAT(e.problem, ContainsSubstring("checksum"));
-    if (e.key == k3) CHECK(e.backend == "cuda");
+    if (e.key == k3) CHECK(e.backend == "other");
     if (e.key == k1) CHECK(e.hash_hex == h1);
   }
 
   CHECK(f.cache.clear() == 3);
   CHECK(f.cache.list(true).empty());
-  CHECK_FALSE(fs::exists(fs::path(f.cache.entry_path("cpu", k1, h1)).replace_extension(".lock")));
+  CHECK_FALSE(fs::exists(fs::path(f.cache.entry_path("test", k1, h1)).replace_extension(".lock")));
 }
 
 TEST_CASE("list flags a truncated entry without verifying payloads", "[cache]") {
@@ -334,12 +336,7 @@ pid_t spawn_worker(const std::vector<std::string>& args, const fs::path& stdout_
   return pid;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_text(const fs::path& path) { return ejk::test::read_text_file(path); }
 
 }  // namespace
 
@@ -378,4 +375,50 @@ TEST_CASE("8 processes racing for one missing entry build it once", "[cache][get
   auto stored = f.cache.load("test", key, hash);
   REQUIRE(stored.has_value());
   CHECK(*stored == ejk::test::payload_for_hash(hash, size));
+}
+
+TEST_CASE("a stopped process holding the lock costs a bounded wait, then a local compile",
+          "[cache][get_or_build][faults]") {
+  Fixture f;
+  CAPTURE(f.seed);
+  std::string key = f.key(), hash = f.hash();
+  fs::path out = f.dir.path() / "holder.out";
+  pid_t holder = spawn_worker({EJK_CACHE_WORKER, "hold", f.cache.root().string(), key, hash}, out);
+  auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (read_text(out) != "locked\n" && std::chrono::steady_clock::now() < ready_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(read_text(out) == "locked\n");
+  REQUIRE(::kill(holder, SIGSTOP) == 0);  // like a compiler stopped by ^Z or a debugger
+
+  ejk::test::ScopedEnv timeout("EJK_CACHE_LOCK_TIMEOUT_S", "1");
+  auto payload = f.payload();
+  ejk::test::StderrCapture err;
+  auto start = std::chrono::steady_clock::now();
+  auto result = ejk::cache::get_or_build(f.cache, "test", key, hash, [&] { return payload; });
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string warnings = err.text();
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+
+  CHECK(result.source == ejk::cache::Source::Jit);
+  CHECK(result.bytes == payload);
+  CHECK(waited >= 0.9);
+  CHECK(waited < 10.0);
+  CHECK_THAT(warnings, ContainsSubstring("EJK_CACHE_LOCK_TIMEOUT_S") &&
+                           ContainsSubstring("compiling it here"));
+  CHECK(f.cache.load("test", key, hash) == payload);  // stored for everyone after it
+}
+
+TEST_CASE("EJK_CACHE_LOCK_TIMEOUT_S is parsed strictly", "[cache][env]") {
+  {
+    ejk::test::ScopedEnv unset("EJK_CACHE_LOCK_TIMEOUT_S", std::nullopt);
+    CHECK(ejk::cache::lock_timeout() == std::chrono::seconds(60));
+  }
+  for (const char* bad : {"abc", "-1", "1.5", "0x10", "86401", " 5"}) {
+    CAPTURE(bad);
+    ejk::test::ScopedEnv env("EJK_CACHE_LOCK_TIMEOUT_S", bad);
+    CHECK_THROWS_WITH(ejk::cache::lock_timeout(), ContainsSubstring("EJK_CACHE_LOCK_TIMEOUT_S"));
+  }
+  ejk::test::ScopedEnv zero("EJK_CACHE_LOCK_TIMEOUT_S", "0");
+  CHECK(ejk::cache::lock_timeout() == std::chrono::seconds(0));
 }

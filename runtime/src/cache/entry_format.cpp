@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cache/disk_cache.h"
+#include "cache/entry_names.h"
 #include "util/hash.h"
 
 namespace ejk::cache {
@@ -95,15 +96,17 @@ std::optional<EntryHeader> decode_header(std::span<const uint8_t> bytes, std::st
 
 std::string check_header(const EntryHeader& header, const EntryExpectation& expect,
                          uint64_t file_size) {
+  // Header strings are quoted through printable(): they come from the file, not from us.
   if (!expect.backend.empty() && header.backend != expect.backend)
-    return fmt::format("header backend \"{}\" (expected \"{}\")", header.backend, expect.backend);
+    return fmt::format("header backend \"{}\" (expected \"{}\")", names::printable(header.backend),
+                       expect.backend);
   if (!expect.key.empty() && header.key != expect.key)
-    return fmt::format("header key \"{}\" (expected \"{}\")", header.key, expect.key);
+    return fmt::format("header key \"{}\" (expected \"{}\")", names::printable(header.key), expect.key);
   if (!expect.hash_hex.empty() && header.hash_hex != expect.hash_hex)
-    return fmt::format("header hash {} (expected {})", header.hash_hex, expect.hash_hex);
+    return fmt::format("header hash {} (expected {})", names::printable(header.hash_hex), expect.hash_hex);
   if (!expect.hash_prefix.empty() && !header.hash_hex.starts_with(expect.hash_prefix))
-    return fmt::format("header hash {} does not start with the file name's {}", header.hash_hex,
-                       expect.hash_prefix);
+    return fmt::format("header hash {} does not start with the file name's {}",
+                       names::printable(header.hash_hex), expect.hash_prefix);
   uint64_t expected_size = header.header_size + header.payload_size;
   if (file_size != expected_size)
     return fmt::format("file has {} bytes, header says {} (truncated or extended)", file_size,

@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -32,24 +35,49 @@ int flock_retrying(int fd, int op) {
   return rc;
 }
 
+// O_NONBLOCK and O_NOFOLLOW: a FIFO or a link planted at the lock path must not block or
+// redirect the open; anything but a regular file is refused.
+int open_lock_file(const fs::path& lock_path) {
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    throw Error(fmt::format("cache: cannot open lock file '{}': {}", lock_path.string(),
+                            std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("cache: lock file '{}' is not a regular file", lock_path.string()));
+  }
+  return fd;
+}
+
+// Polls a non-blocking flock until `deadline`: flock itself has no timeout, and a holder that
+// is stopped (SIGSTOP, a debugger) must not stall every other process forever.
+bool lock_until(int fd, std::chrono::steady_clock::time_point deadline) {
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    if (flock_retrying(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK) return false;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
-std::optional<EntryLock> EntryLock::acquire_impl(const fs::path& lock_path, bool blocking) {
-  std::error_code ec;
-  fs::create_directories(lock_path.parent_path(), ec);
-  if (ec)
-    throw Error(fmt::format("cache: cannot create directory '{}' for lock: {}",
-                            lock_path.parent_path().string(), ec.message()));
+std::optional<EntryLock> EntryLock::acquire_impl(const fs::path& lock_path,
+                                                 std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0)
-      throw Error(fmt::format("cache: cannot open lock file '{}': {}", lock_path.string(),
-                              std::strerror(errno)));
-    int op = blocking ? LOCK_EX : (LOCK_EX | LOCK_NB);
-    if (flock_retrying(fd, op) != 0) {
+    int fd = open_lock_file(lock_path);
+    if (!lock_until(fd, deadline)) {
       int err = errno;
       ::close(fd);
-      if (!blocking && err == EWOULDBLOCK) return std::nullopt;
+      if (err == ETIMEDOUT) return std::nullopt;
       throw Error(fmt::format("cache: cannot lock '{}': {}", lock_path.string(),
                               std::strerror(err)));
     }
@@ -58,12 +86,13 @@ std::optional<EntryLock> EntryLock::acquire_impl(const fs::path& lock_path, bool
   }
 }
 
-EntryLock EntryLock::acquire(const fs::path& lock_path) {
-  return std::move(*acquire_impl(lock_path, /*blocking=*/true));
+std::optional<EntryLock> EntryLock::acquire_for(const fs::path& lock_path,
+                                                std::chrono::milliseconds timeout) {
+  return acquire_impl(lock_path, timeout);
 }
 
 std::optional<EntryLock> EntryLock::try_acquire(const fs::path& lock_path) {
-  return acquire_impl(lock_path, /*blocking=*/false);
+  return acquire_impl(lock_path, std::chrono::milliseconds(0));
 }
 
 EntryLock::EntryLock(EntryLock&& other) noexcept
