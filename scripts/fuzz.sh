@@ -42,5 +42,5 @@ for t in "${targets[@]}"; do
     echo "fuzz_$t failed; the input is in build-fuzz/crashes/$t/" >&2
     exit 1
   fi
-  grep -E "stat::number_of_executed_runs|stat::new_units_added" "build-fuzz/fuzz_$t.log" | sed 's/^/  /'
+  grep -E "^Done |stat::new_units_added" "build-fuzz/fuzz_$t.log" | sed "s/^/  /"
 done
