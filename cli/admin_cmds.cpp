@@ -58,6 +58,12 @@ void print_cache(bool verify) {
   std::cout << fmt::format("cache {} ({} entries)\n", cache_root().string(), entries.size());
   size_t bad = 0;
   for (const auto& e : entries) {
+    if (e.kind != "entry") {  // not an entry: say what it is and where, never load it
+      std::cout << fmt::format("  {:<5} {:<72} ({}: {})\n", e.kind, printable(e.path.string()),
+                               printable(e.problem), e.kind == "temp" ? "a writer's temp file" : "not an entry");
+      if (e.kind != "temp") ++bad;
+      continue;
+    }
     std::cout << fmt::format("  {:<5} {:<72} {:>9} B  {}{}\n", printable(e.backend), printable(e.key), e.size,
                              verify ? (e.valid ? "ok" : "CORRUPT") : "", e.valid ? "" : " (" + printable(e.problem) + ")");
     if (!e.valid) ++bad;

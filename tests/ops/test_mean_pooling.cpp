@@ -328,7 +328,7 @@ TEST_CASE("bad mean pooling input names the argument", "[mean_pooling][errors]")
   CHECK_THAT(into(packed.view(), short_cu.view(), out.view()), ContainsSubstring("out: dim 0 (N)"));
   Tensor bad_last = cu_tensor({0, 3, 6});
   CHECK_THAT(into(packed.view(), bad_last.view(), out.view()),
-             ContainsSubstring("cu_seqlens: last entry must equal the packed token count 7, got 6"));
+             ContainsSubstring("cu_seqlens: last entry must equal the packed length 7, got 6"));
   Tensor bad_first = cu_tensor({1, 3, 7});
   CHECK_THAT(into(packed.view(), bad_first.view(), out.view()), ContainsSubstring("cu_seqlens: must start at 0"));
   Tensor decreasing = cu_tensor({0, 5, 3});

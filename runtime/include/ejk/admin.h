@@ -26,6 +26,9 @@ struct CacheEntry {
   uint64_t size = 0;
   bool valid = true;
   std::string problem;  // why it is not valid
+  // "entry"; or what else was found: "temp" (a writer's temp file), "root" (the cache itself is
+  // unusable: problem says why), "other" (directories, FIFOs, unknown names).
+  std::string kind = "entry";
 };
 EJK_API std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ejkernel or ~/.cache/ejkernel, + /v<format>
 EJK_API std::vector<CacheEntry> cache_list(bool verify);

@@ -118,7 +118,7 @@ std::filesystem::path cache_root() { return cache::default_root(); }
 std::vector<CacheEntry> cache_list(bool verify) {
   std::vector<CacheEntry> out;
   for (const auto& e : cache::DiskCache().list(verify))
-    out.push_back({e.backend, e.key, e.hash_hex, e.path, e.size, e.valid, e.problem});
+    out.push_back({e.backend, e.key, e.hash_hex, e.path, e.size, e.valid, e.problem, e.kind});
   return out;
 }
 

@@ -51,6 +51,8 @@ PlanId plan_id(const Bound& b, Backend backend) {
 
 std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanId& id, bool load) {
   const OpSchema& s = b.op->schema();
+  // A bad EJK_NUM_THREADS is reported before a compile rather than after it.
+  if (backend == Backend::cpu) ThreadPool::configured_threads();
   auto p = std::make_shared<PlanData>();
   p->op = b.op;
   p->backend = backend;

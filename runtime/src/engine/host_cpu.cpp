@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ejk/core/error.h"
+#include "util/env.h"
 
 namespace ejk::engine {
 namespace {
@@ -56,7 +57,8 @@ bool host_has(std::string_view feature) {
 const std::string& host_cpu_target(const std::vector<TargetDef>& targets) {
   // EJK_CPU_TARGET forces a narrower target (to test or benchmark avx2 code on an AVX-512
   // machine); it must be one the host can run.
-  if (const char* forced = std::getenv("EJK_CPU_TARGET"); forced && *forced) {
+  if (const auto value = util::env_string("EJK_CPU_TARGET")) {
+    const char* forced = value->c_str();
     for (const auto& t : targets) {
       if (t.name != forced) continue;
       for (const auto& f : t.requires_features)

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 
 #include "cache/disk_cache.h"
 #include "cache/get_or_build.h"
+#include "cache/payload_check.h"
 #include "ejk/core/error.h"
 #include "observer.h"
 #include "registry.h"
@@ -72,14 +74,27 @@ Variant build_cpu(const OpSchema& schema, const VariantKey& key) {
   const std::string hash =
       content_hash("cpu", k, source, jit::CpuCompiler::instance().identity_for_march(src.march));
   const auto t0 = std::chrono::steady_clock::now();
-  auto built = cache::get_or_build(disk(), "cpu", k, hash, [&] {
+  const std::string symbol = symbol_name(key);
+  auto build = [&] {
     detail::CompileNotice notice(k);
     return jit::CpuCompiler::instance().compile(src);
-  });
-  const bool hit = built.source == cache::Source::Cache;
+  };
+  // Nothing is linked before it passed the payload check (an object, with the symbol, without
+  // initializers); an entry the linker still refuses is removed and rebuilt once.
+  auto check = [&](std::span<const uint8_t> b) { return cache::check_payload("cpu", symbol, b); };
+  auto built = cache::get_or_build(disk(), "cpu", k, hash, build, check);
   const auto t1 = std::chrono::steady_clock::now();
   Variant v;
-  v.cpu = reinterpret_cast<generated::CpuTaskFn>(jit::CpuLoader::instance().load(built.bytes, symbol_name(key)));
+  try {
+    v.cpu = reinterpret_cast<generated::CpuTaskFn>(jit::CpuLoader::instance().load(built.bytes, symbol));
+  } catch (const CompileError& e) {
+    if (built.source != cache::Source::Cache) throw;
+    std::fprintf(stderr, "ejk: cached %s failed to load (%s): rebuilding it\n", k.c_str(), e.what());
+    disk().remove_entry("cpu", k, hash);
+    built = cache::get_or_build(disk(), "cpu", k, hash, build, check);
+    v.cpu = reinterpret_cast<generated::CpuTaskFn>(jit::CpuLoader::instance().load(built.bytes, symbol));
+  }
+  const bool hit = built.source == cache::Source::Cache;
   v.source = hit ? VariantSource::cache : VariantSource::jit;
   v.compile_ms = built.build_ms;
   v.cache_path = disk().entry_path("cpu", k, hash).string();
@@ -143,10 +158,13 @@ Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key, std::string a
   const std::string source = detail::render_source(schema, key);
   const std::string hash = content_hash("cuda", k, source, cuda::NvrtcCompiler::get().identity() + arch);
   const auto t0 = std::chrono::steady_clock::now();
-  auto built = cache::get_or_build(disk(), "cuda", k, hash, [&] {
-    detail::CompileNotice notice(k);
-    return cuda::NvrtcCompiler::get().compile({k + ".cu", source, detail::kernel_headers()}, arch, symbol).cubin;
-  });
+  auto built = cache::get_or_build(
+      disk(), "cuda", k, hash,
+      [&] {
+        detail::CompileNotice notice(k);
+        return cuda::NvrtcCompiler::get().compile({k + ".cu", source, detail::kernel_headers()}, arch, symbol).cubin;
+      },
+      [&](std::span<const uint8_t> b) { return cache::check_payload("cuda", symbol, b); });
   out.bytes = std::move(built.bytes);
   const bool hit = built.source == cache::Source::Cache;
   out.source = hit ? VariantSource::cache : VariantSource::jit;

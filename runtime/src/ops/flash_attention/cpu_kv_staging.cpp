@@ -12,6 +12,7 @@
 
 #include "ejk/core/error.h"
 #include "thread_pool.h"
+#include "util/env.h"
 
 namespace ejk::detail {
 namespace {
@@ -64,12 +65,7 @@ void copy_head_major(const std::byte* src, std::byte* dst, int64_t batches, int6
 }
 
 int stage_setting() {  // -1 automatic, 0 off, 1 forced
-  const char* env = std::getenv("EJK_CPU_STAGE_KV");
-  if (!env || !*env) return -1;
-  std::string_view v(env);
-  if (v == "0") return 0;
-  if (v == "1") return 1;
-  throw InvalidArgument(fmt::format("EJK_CPU_STAGE_KV={}: expected 0 or 1", v));
+  return static_cast<int>(util::env_int("EJK_CPU_STAGE_KV", 0, 1, -1));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "ejk/core/error.h"
 #include "engine/call.h"
+#include "engine/metadata.h"
 #include "ops/flash_attention/cpu_kv_staging.h"
 #include "ops/flash_attention/flash_reference.h"
 #include "registry.h"
@@ -27,22 +28,6 @@ std::array<int64_t, 2> as_window(const Scalar& s) {
 }
 
 bool given(const Scalar& s) { return !std::holds_alternative<std::monostate>(s); }
-
-// cum_seqlens read on the host: validated (they are there anyway), and their longest span.
-int64_t check_cum_seqlens(const TensorView& t, const char* name, int64_t total) {
-  const auto* cu = static_cast<const int32_t*>(t.data);
-  const int64_t n = t.shape[0];
-  if (n < 2) bad(name, fmt::format("needs at least 2 entries (one sequence), got {}", n));
-  if (cu[0] != 0) bad(name, fmt::format("must start at 0, got {}", cu[0]));
-  int64_t longest = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (cu[i] < cu[i - 1])
-      bad(name, fmt::format("must be non-decreasing, but entry {} ({}) < entry {} ({})", i, cu[i], i - 1, cu[i - 1]));
-    longest = std::max<int64_t>(longest, cu[i] - cu[i - 1]);
-  }
-  if (cu[n - 1] != total) bad(name, fmt::format("last entry must equal the packed length {}, got {}", total, cu[n - 1]));
-  return longest;
-}
 
 }  // namespace
 
@@ -85,8 +70,8 @@ void FlashAttentionOp::check(const engine::Bound& b) const {
   for (bool keys : {false, true}) {
     const int t = keys ? cum_seqlens_k : cum_seqlens_q;
     if (b.tensor(t).device.kind != DeviceKind::cpu || b.args->shapes_only) continue;
-    const int64_t longest = check_cum_seqlens(b.tensor(t), keys ? "cum_seqlens_k" : "cum_seqlens_q",
-                                              b.size(keys ? sym_Tk : sym_Tq));
+    const int64_t longest = engine::check_offsets(name(), keys ? "cum_seqlens_k" : "cum_seqlens_q", b.tensor(t),
+                                                  b.size(keys ? sym_Tk : sym_Tq));
     const Scalar& m = b.scalar(keys ? max_seqlen_k : max_seqlen_q);
     if (given(m) && std::get<int64_t>(m) < longest)
       bad(keys ? "max_seqlen_k" : "max_seqlen_q",

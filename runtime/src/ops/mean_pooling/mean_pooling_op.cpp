@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/metadata.h"
 #include "ops/mean_pooling/mean_pooling_reference.h"
 #include "thread_pool.h"
 
@@ -35,19 +36,6 @@ void check_no_overlap(const MeanPoolingOp& op, int t, const TensorView& v) {
   }
 }
 
-// Host-resident cu_seqlens are validated (device-resident ones only the kernels read).
-void check_cu_seqlens(const MeanPoolingOp& op, const TensorView& t, int64_t total) {
-  const auto* cu = static_cast<const int32_t*>(t.data);
-  const int64_t n = t.shape[0];
-  if (cu[0] != 0) bad(op, op.cu_seqlens, fmt::format("must start at 0, got {}", cu[0]));
-  for (int64_t i = 1; i < n; ++i)
-    if (cu[i] < cu[i - 1])
-      bad(op, op.cu_seqlens,
-          fmt::format("must be non-decreasing, but entry {} ({}) < entry {} ({})", i, cu[i], i - 1, cu[i - 1]));
-  if (cu[n - 1] != total)
-    bad(op, op.cu_seqlens, fmt::format("last entry must equal the packed token count {}, got {}", total, cu[n - 1]));
-}
-
 }  // namespace
 
 MeanPoolingOp::MeanPoolingOp(std::string_view kernel_op, bool backward)
@@ -65,7 +53,7 @@ void MeanPoolingOp::check(const engine::Bound& b) const {
     bad(*this, tokens, fmt::format("{} packed tokens do not fit cu_seqlens' i32 entries", b.size(sym_T)));
   if (b.has(output)) check_no_overlap(*this, output, b.tensor(output));
   if (varlen && b.tensor(cu_seqlens).device.kind == DeviceKind::cpu && !b.args->shapes_only)
-    check_cu_seqlens(*this, b.tensor(cu_seqlens), b.size(sym_T));
+    engine::check_offsets(name(), "cu_seqlens", b.tensor(cu_seqlens), b.size(sym_T));
 }
 
 MeanPoolParams MeanPoolingOp::params(const engine::Bound& b) const {
