@@ -8,7 +8,7 @@
 # project's static and object libraries linked into it hidden too (their objects become part
 # of it).
 
-option(EJK_HIDE_SYMBOLS "libejk exports only EJK_API declarations (hidden visibility, version script)" OFF)
+option(EJK_HIDE_SYMBOLS "libejk exports only EJK_API declarations (hidden visibility, version script)" ON)
 set(EJK_EXPORT_MAP ${CMAKE_CURRENT_LIST_DIR}/ejk.map)
 
 function(_ejk_compile_hidden target)

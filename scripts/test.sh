@@ -2,7 +2,8 @@
 # Builds and runs every test: a Release build (CUDA backend on when nvcc is found), then the
 # suite under AddressSanitizer + UndefinedBehaviorSanitizer with CUDA off, so the two passes
 # also cover both configurations (a machine without nvcc builds the second). Installs the
-# Debian dependencies first. EJK_TEST_SANITIZERS=0 skips the sanitizer pass (quick local runs).
+# Debian dependencies first, then runs the fuzz targets for a bounded time. EJK_TEST_SANITIZERS=0
+# and EJK_TEST_FUZZ=0 skip those passes (quick local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-deps.sh
@@ -28,4 +29,8 @@ if [ "${EJK_TEST_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEJK_SANITIZE=ON -DEJK_ENABLE_CUDA=OFF
+fi
+if [ "${EJK_TEST_FUZZ:-1}" != 0 ]; then
+  echo "== libFuzzer targets (expression parser, spec reader, npy reader, cache entries, payload check)"
+  scripts/fuzz.sh "${EJK_FUZZ_SECONDS:-30}"
 fi
