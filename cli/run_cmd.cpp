@@ -63,7 +63,13 @@ Args with_tuning(Args a, const RunOptions& o) {
 // The inputs' shapes as views without memory: the op checks them before anything is made.
 Args shape_args(const HostCase& c, const std::vector<InputSpec>& specs, Device device) {
   Args a;
-  for (const InputSpec& s : specs) a.set(s.name, TensorView{nullptr, s.dtype, device, s.shape, contiguous_strides(s.shape)});
+  for (const InputSpec& s : specs) {
+    try {
+      a.set(s.name, TensorView{nullptr, s.dtype, device, s.shape, contiguous_strides(s.shape)});
+    } catch (const InvalidArgument& e) {  // sizes whose product overflows: name the input
+      throw InvalidArgument(fmt::format("{}: {}", s.name, e.what()));
+    }
+  }
   for (const auto& [name, v] : c.scalars) a.set(name, v);
   return a;
 }
