@@ -1,0 +1,261 @@
+// The product's numbers: flash attention through the public API as a framework calls it, back
+// to back on one stream, timed with CUDA events (and the host clock for host time per call).
+//
+//   bench_api overhead [--cpu]       host time per call of a warm variant (C++ API and C ABI),
+//                                    and whether small calls run GPU-bound
+//   bench_api row D S CAUSAL [REPS]  one row of the forward grid (bf16, B*S = 16k, H*D = 2048):
+//                                    TFLOP/s back to back and of the kernel alone, one JSON line
+//
+// "Kernel alone": each launch queued behind a spin kernel, so no host time can show in its
+// event interval. Built against the current API, or with -DEJK_BENCH_OLD_API against the API
+// before the op engine (no context: the legacy default stream), to compare both in one run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifdef EJK_BENCH_OLD_API
+#include "ejk/ejk.h"
+#include "ejk/flash_attention.h"
+#else
+#include "ejk/ejk.h"
+#include "ejk/ops/flash_attention.h"
+#endif
+
+#if EJK_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Problem {
+  int64_t b, s, h, d;
+  bool causal;
+  ejk::DType dtype;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double flops(const Problem& p) {
+  const double pairs = p.causal ? double(p.s) * double(p.s + 1) / 2 : double(p.s) * double(p.s);
+  return 4.0 * double(p.b * p.h * p.d) * pairs;
+}
+
+// Tensors of one problem on `device`, filled with small random values.
+struct Buffers {
+  ejk::Tensor q, k, v, out, lse;
+  ejk::FlashAttentionInputs in;
+  ejk::FlashAttentionOptions opt;
+};
+
+Buffers make(const Problem& p, ejk::Device device) {
+  Buffers x;
+  auto random = [&](std::vector<int64_t> shape, ejk::DType t) {
+    ejk::Tensor host = ejk::Tensor::empty(shape, t);
+    uint32_t state = 12345;
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      state = state * 1664525u + 1013904223u;
+      const float f = float(int(state >> 9) % 2001 - 1000) / 1000.0f;  // [-1, 1]
+      if (t == ejk::DType::f32) {
+        static_cast<float*>(host.data())[i] = f;
+      } else {  // bf16: the high half of the f32 bits
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        static_cast<uint16_t*>(host.data())[i] = uint16_t(bits >> 16);
+      }
+    }
+    return device.kind == ejk::DeviceKind::cpu ? host : host.to(device);
+  };
+  x.q = random({p.b, p.s, p.h, p.d}, p.dtype);
+  x.k = random({p.b, p.s, p.h, p.d}, p.dtype);
+  x.v = random({p.b, p.s, p.h, p.d}, p.dtype);
+  x.out = ejk::Tensor::empty({p.b, p.s, p.h, p.d}, p.dtype, device);
+  x.lse = ejk::Tensor::empty({p.b, p.h, p.s}, ejk::DType::f32, device);
+  x.in.q = x.q.view(), x.in.k = x.k.view(), x.in.v = x.v.view();
+  x.opt.causal = p.causal;
+  return x;
+}
+
+void call_cpp(Buffers& x, void* stream) {
+#ifdef EJK_BENCH_OLD_API
+  (void)stream;
+  ejk::flash_attention_into(x.in, x.opt, x.out.view(), x.lse.view());
+#else
+  ejk::Context ctx;
+  ctx.stream = stream;
+  ejk::flash_attention_into(x.in, x.opt, x.out.view(), x.lse.view(), ctx);
+#endif
+}
+
+// The C ABI call, descriptors built per call as a binding would.
+void call_c(Buffers& x, const Problem& p, void* stream) {
+  const int64_t qs[4] = {p.b, p.s, p.h, p.d}, ls[3] = {p.b, p.h, p.s};
+  const int kind = x.q.view().device.kind == ejk::DeviceKind::cpu ? EJK_DEVICE_CPU : EJK_DEVICE_CUDA;
+  const int dt = p.dtype == ejk::DType::bf16 ? EJK_BF16 : EJK_F32;
+  ejk_tensor q{x.q.data(), dt, kind, 0, 4, qs, nullptr}, k{x.k.data(), dt, kind, 0, 4, qs, nullptr},
+      v{x.v.data(), dt, kind, 0, 4, qs, nullptr}, o{x.out.data(), dt, kind, 0, 4, qs, nullptr},
+      l{x.lse.data(), EJK_F32, kind, 0, 3, ls, nullptr};
+  ejk_flash_options opt;
+  ejk_flash_options_init(&opt);
+  opt.causal = p.causal;
+  opt.block_q = x.opt.block_q;
+#ifdef EJK_BENCH_OLD_API
+  (void)stream;
+  const int rc = ejk_flash_attention(&q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &opt, &o, &l);
+#else
+  ejk_context ctx;
+  ejk_context_init(&ctx);
+  ctx.stream = stream;
+  const int rc = ejk_flash_attention(&ctx, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &opt, &o, &l);
+#endif
+  if (rc != EJK_OK) {
+    std::fprintf(stderr, "ejk_flash_attention: %s\n", ejk_last_error());
+    std::exit(1);
+  }
+}
+
+// Median host microseconds per call over `rounds` rounds of `n` back-to-back calls; `sync`
+// drains the device between rounds so a full launch queue never blocks a measured call.
+template <class F, class S>
+double host_us_per_call(F&& call, S&& sync, int rounds, int n) {
+  std::vector<double> per;
+  for (int r = 0; r < rounds; ++r) {
+    sync();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) call();
+    per.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / n);
+  }
+  return median(per);
+}
+
+void overhead_cpu() {
+  // One task: the call runs on the caller's thread, so the time is the dispatch path's own.
+  const Problem p{1, 16, 1, 64, false, ejk::DType::f32};
+  Buffers x = make(p, ejk::Device{});
+  x.opt.block_q = 64;  // a built-in key on every x86 target: no JIT needed
+  for (int i = 0; i < 100; ++i) call_cpp(x, nullptr);
+  const double cpp = host_us_per_call([&] { call_cpp(x, nullptr); }, [] {}, 21, 2000);
+  const double c = host_us_per_call([&] { call_c(x, p, nullptr); }, [] {}, 21, 2000);
+  std::printf("{\"what\": \"cpu_overhead\", \"shape\": \"b1 s16 h1 d64 f32\", \"cpp_us\": %.3f, \"c_us\": %.3f}\n", cpp, c);
+}
+
+#if EJK_BENCH_CUDA
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+__global__ void spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// Kernel time alone: each launch queued behind a spin kernel on the (legacy) stream, so the
+// start event runs only once the launch is already queued.
+template <class F>
+double kernel_alone_ms(F&& call, int reps) {
+  cudaEvent_t e0, e1;
+  check(cudaEventCreate(&e0), "event");
+  check(cudaEventCreate(&e1), "event");
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    spin<<<1, 1>>>(2'000'000);  // ~1 ms at 2 GHz: longer than any host call
+    check(cudaEventRecord(e0, nullptr), "record");
+    call();
+    check(cudaEventRecord(e1, nullptr), "record");
+    check(cudaEventSynchronize(e1), "sync");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+    ms.push_back(t);
+  }
+  return median(ms);
+}
+
+// Device time per call of `n` calls back to back (events around the batch), median of rounds.
+template <class F>
+double back_to_back_ms(F&& call, int rounds, int n) {
+  cudaEvent_t e0, e1;
+  check(cudaEventCreate(&e0), "event");
+  check(cudaEventCreate(&e1), "event");
+  std::vector<double> ms;
+  for (int r = 0; r < rounds; ++r) {
+    check(cudaDeviceSynchronize(), "sync");
+    check(cudaEventRecord(e0, nullptr), "record");
+    for (int i = 0; i < n; ++i) call();
+    check(cudaEventRecord(e1, nullptr), "record");
+    check(cudaEventSynchronize(e1), "sync");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+    ms.push_back(t / n);
+  }
+  return median(ms);
+}
+
+void overhead_cuda() {
+  const ejk::Device gpu{ejk::DeviceKind::cuda, 0};
+  for (const Problem& p : {Problem{1, 128, 16, 128, true, ejk::DType::bf16}, Problem{1, 4096, 16, 128, false, ejk::DType::bf16}}) {
+    Buffers x = make(p, gpu);
+    for (int i = 0; i < 20; ++i) call_cpp(x, nullptr);
+    check(cudaDeviceSynchronize(), "sync");
+    auto sync = [] { check(cudaDeviceSynchronize(), "sync"); };
+    // Few enough calls per round that the launch queue never fills (it would block the host).
+    const int n = p.s <= 256 ? 200 : 20;
+    const double cpp = host_us_per_call([&] { call_cpp(x, nullptr); }, sync, 21, n);
+    const double c = host_us_per_call([&] { call_c(x, p, nullptr); }, sync, 21, n);
+    const double alone = kernel_alone_ms([&] { call_cpp(x, nullptr); }, 31);
+    const double b2b = back_to_back_ms([&] { call_cpp(x, nullptr); }, 11, n);
+    std::printf("{\"what\": \"cuda_overhead\", \"shape\": \"b%lld s%lld h%lld d%lld%s bf16\", \"cpp_us\": %.3f, "
+                "\"c_us\": %.3f, \"kernel_alone_us\": %.3f, \"back_to_back_us\": %.3f, \"ratio\": %.4f}\n",
+                (long long)p.b, (long long)p.s, (long long)p.h, (long long)p.d, p.causal ? " causal" : "", cpp, c,
+                alone * 1e3, b2b * 1e3, alone / b2b);
+  }
+}
+
+void row(int64_t d, int64_t s, bool causal, int reps) {
+  const Problem p{16384 / s, s, 2048 / d, d, causal, ejk::DType::bf16};
+  Buffers x = make(p, {ejk::DeviceKind::cuda, 0});
+  for (int i = 0; i < 5; ++i) call_cpp(x, nullptr);
+  check(cudaDeviceSynchronize(), "sync");
+  const double alone = kernel_alone_ms([&] { call_cpp(x, nullptr); }, reps);
+  const double b2b = back_to_back_ms([&] { call_cpp(x, nullptr); }, 7, std::max(3, reps / 5));
+  std::printf("{\"d\": %lld, \"s\": %lld, \"causal\": %d, \"tflops\": %.2f, \"alone_tflops\": %.2f, \"ratio\": %.4f}\n",
+              (long long)d, (long long)s, int(causal), flops(p) / (b2b * 1e9), flops(p) / (alone * 1e9), alone / b2b);
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "overhead") {
+      overhead_cpu();
+#if EJK_BENCH_CUDA
+      if (argc < 3 || std::string(argv[2]) != "--cpu") overhead_cuda();
+#endif
+      return 0;
+    }
+#if EJK_BENCH_CUDA
+    if (mode == "row" && argc >= 5) {
+      row(std::atoll(argv[2]), std::atoll(argv[3]), std::atoi(argv[4]) != 0, argc > 5 ? std::atoi(argv[5]) : 30);
+      return 0;
+    }
+#endif
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_api: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "usage: bench_api overhead [--cpu] | row D S CAUSAL [REPS]\n");
+  return 2;
+}
