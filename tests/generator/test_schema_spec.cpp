@@ -182,33 +182,33 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
     for (const auto& [name, value] : changes) pr[name] = value;
     return pr;
   };
-  // sm90a (measured on an H200, bench/cuda/NOTES.md v7, v12, v15, v17 and v25): the tile
-  // follows head_dim, the mask and the sequence length (head_dim 128: 128x128 at every length
-  // without a causal mask; causal 128x192 from 8k).
+  // sm90a (docs/design/flash_fwd_cuda.md, "Tile shapes"): the tile follows head_dim, the mask
+  // and the sequence length (head_dim 128: 128x128 at every length without a causal mask; causal
+  // 128x192 from 8k).
   CHECK(spec().choose_config("cuda", "sm90a", problem) == Config{{"block_k", 128}, {"block_q", 128}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 16384}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 2048}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 1024}, {"causal", 1}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"causal", 1}, {"seqlen_q", 8192}})).at("block_k") == 192);
-  // head_dim 64: three consumers (192 x 128) from 1k without a causal mask (session 15), from
-  // 2k with one (session 20; at 1k the causal 128 x 128)
+  // head_dim 64: three consumers (192 x 128) from 1k without a causal mask, from 2k with one
+  // (at 1k the causal 128 x 128)
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}})) == Config{{"block_k", 128}, {"block_q", 192}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 2048}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 1024}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 1023}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 2047}})).at("block_q") == 128);
-  // causal from 2k too since session 20 (three consumers with their own tile counts, drawn items)
+  // causal from 2k too (three consumers with their own tile counts, drawn items)
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 2048}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 8192}})) ==
         Config{{"block_k", 128}, {"block_q", 192}});
-  // ... and from 16k with one block per item (the tuning flag; session 18 call 11)
+  // ... and from 16k with one block per item (the tuning flag)
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"causal", 1}, {"seqlen_q", 16384}})) ==
         Config{{"block_k", 128}, {"block_q", 192}, {"per_item", 1}});
   CHECK_FALSE(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"seqlen_q", 16384}})).contains("per_item"));
-  // head_dim 32 and 48 (64-column tiles) by the same rule (session 21); one block per item at
+  // head_dim 32 and 48 (64-column tiles) by the same rule; one block per item at
   // causal 16k is measured at 64 only
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 32}})).at("block_q") == 192);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 48}, {"causal", 1}, {"seqlen_q", 1024}})).at("block_q") == 128);
@@ -221,7 +221,7 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}})) == Config{{"block_k", 80}, {"block_q", 128}});
   // per-score extras (window, segments, softcap, bias) keep the narrower tiles
   CHECK(spec().choose_config("cuda", "sm90a", with({{"extras", 1}})).at("block_k") == 128);
-  // head_dim 64 with a bias alone: 192 x 128 from 1k, causal too (session 23); with another
+  // head_dim 64 with a bias alone: 192 x 128 from 1k, causal too; with another
   // extra, or below 1k, 128 x 128
   const auto bias64 = with({{"head_dim", 64}, {"extras", 1}, {"bias", 1}, {"causal", 1}, {"seqlen_q", 1024}});
   CHECK(spec().choose_config("cuda", "sm90a", bias64) == Config{{"block_k", 128}, {"block_q", 192}});
@@ -229,7 +229,7 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"extras", 2}, {"bias", 1}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 64}, {"extras", 1}, {"bias", 0}})).at("block_q") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 256}, {"extras", 2}})).at("block_k") == 64);
-  // head_dim 192: 128x96 without extras (session 21); 96 causal: 128x160 at 4k-8k, one block
+  // head_dim 192: 128x96 without extras; 96 causal: 128x160 at 4k-8k, one block
   // per item from 16k, 128x128 below 4k and without a causal mask
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}})) == Config{{"block_k", 96}, {"block_q", 128}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"head_dim", 192}, {"causal", 1}, {"extras", 1}})).at("block_k") == 64);

@@ -68,7 +68,7 @@ struct CudaDriver {
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t bytes);
   // Stream-ordered scratch (CUDA 11.2+ drivers): the copy of a bias the kernels cannot read as
-  // it is (cuda_backend.cpp align_bias).
+  // it is (runtime/src/ops/flash_attention/flash_cuda.cpp align_bias).
   CUresult (*cuMemAllocAsync)(CUdeviceptr* ptr, size_t bytes, CUstream stream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
   // Streams: the runtime launches on the caller's; the device tests make their own.

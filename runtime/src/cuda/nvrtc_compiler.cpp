@@ -322,8 +322,8 @@ CubinResult NvrtcCompiler::compile(const CudaSource& src, std::string_view arch,
   const std::string arch_opt = "--gpu-architecture=" + std::string(arch);
   const std::string include_opt = "-I" + cuda_include_;
   // --no-cache: NVRTC's own cache lives in the driver's compute cache, and opening it starts
-  // CUDA in the process: ~0.2 s of the first compile on a GPU host (bench/cuda/NOTES.md,
-  // session 18). The runtime's disk cache already keeps every cubin, keyed by its inputs.
+  // CUDA in the process: ~0.2 s of the first compile on a GPU host. The runtime's disk cache
+  // already keeps every cubin, keyed by its inputs.
   std::vector<const char*> opts = {arch_opt.c_str(), "-std=c++20", "--ptxas-options=-v",
                                    "-default-device", "-DNDEBUG", "--no-cache"};
   if (!cuda_include_.empty()) opts.push_back(include_opt.c_str());

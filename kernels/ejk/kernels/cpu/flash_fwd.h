@@ -59,7 +59,7 @@ __attribute__((noinline)) void run_tasks_with(const FlashFwdParams& p, long long
 // Whether flash_fwd_tasks<Cfg> runs on AMX tiles: compiled for AMX and bf16 with tile-sized
 // blocks; otherwise it runs the FMA engine. An object holds one engine only: a fallback engine
 // would double the compile (the JIT's cold time) for code that never runs, since the runtime
-// picks an AMX target only where the OS grants the tile state (cpu_backend.cpp, host_has).
+// picks an AMX target only where the OS grants the tile state (runtime/src/engine/host_cpu.cpp, host_has).
 template <class Cfg> constexpr bool flash_fwd_uses_amx() {
 #if EJK_CPU_AMX
   return AmxEngine<Cfg>::kSupported;

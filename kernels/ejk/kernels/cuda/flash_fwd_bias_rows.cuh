@@ -1,5 +1,5 @@
 // The copy behind FlashFwdBiasRows (flash_params.h): what the runtime runs before a bias key's
-// kernel when the bias rows are not aligned for its reads (cuda_backend.cpp align_bias). Its own
+// kernel when the bias rows are not aligned for its reads (runtime/src/ops/flash_attention/flash_cuda.cpp align_bias). Its own
 // op (specs/flash_fwd_bias_rows.yaml, templates/flash_fwd_bias_rows.cuda.cu.tmpl): one cubin per
 // arch, built ahead of time, serves every bias key. One warp per row; each lane writes 16-byte
 // chunks.
