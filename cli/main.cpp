@@ -1,11 +1,15 @@
 // ejk: run, check, list and cache ejkernel variants from the command line.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string_view>
 
 #include "commands.h"
 #include "ejk/core/error.h"
+#include "ejk/op.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ejk: ejkernel's kernel runner, checker and cache tool"};
@@ -17,7 +21,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // `ejk run OP` with an op this build lacks: say so, with the ops it has.
+    if (e.get_exit_code() != 0 && argc >= 3 && argv[2][0] != '-' &&
+        (std::string_view(argv[1]) == "run" || std::string_view(argv[1]) == "compile")) {
+      const auto names = ejk::op_names();
+      if (std::find(names.begin(), names.end(), argv[2]) == names.end()) {
+        std::cerr << fmt::format("ejk: error: {}: unknown op '{}' (ops: {})\n", argv[1], argv[2], fmt::join(names, ", "));
+        return 2;
+      }
+    }
+    // Usage errors exit 2 like every other error (help and version exit 0).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   } catch (const ejk::Error& e) {
     std::cerr << "ejk: error: " << e.what() << "\n";
     return 2;
