@@ -3,7 +3,14 @@
 // kernels/ejk/kernels/cpu/mean_pooling.h.
 #include "ejk/kernels/cpu/mean_pooling.h"
 
+namespace {
+// A type of this variant's own: the kernel instantiated from it gets internal linkage.
+struct Config {
+  static constexpr ejk::cpu::ElemKind kElem = ejk::cpu::ElemKind::f32;
+  static constexpr bool kBackward = true;
+};
+}  // namespace
+
 extern "C" void ejk_mean_pool_bwd_cpu_avx2_f32(const void* params, long long task_begin, long long task_end) {
-  ejk::cpu::mean_pool_tasks<ejk::cpu::ElemKind::f32, /*kBackward=*/true>(
-      *static_cast<const ejk::MeanPoolParams*>(params), task_begin, task_end);
+  ejk::cpu::mean_pool_tasks<Config>(*static_cast<const ejk::MeanPoolParams*>(params), task_begin, task_end);
 }

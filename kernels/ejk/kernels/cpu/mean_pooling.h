@@ -149,11 +149,13 @@ EJK_HD void mean_pool_bwd_task(const MeanPoolParams& p, i64 c, i64 tile) {
   });
 }
 
-template <ElemKind K, bool kBackward>
+// Cfg: kElem and kBackward. A variant's template passes a type of its own (internal linkage), so
+// objects built for different targets never share one weak copy of this loop.
+template <class Cfg>
 void mean_pool_tasks(const MeanPoolParams& p, long long task_begin, long long task_end) {
   for (long long t = task_begin; t < task_end; ++t) {
-    if constexpr (kBackward) mean_pool_bwd_task<K>(p, t / p.col_tiles, t % p.col_tiles);
-    else mean_pool_fwd_task<K>(p, t / p.col_tiles, t % p.col_tiles);
+    if constexpr (Cfg::kBackward) mean_pool_bwd_task<Cfg::kElem>(p, t / p.col_tiles, t % p.col_tiles);
+    else mean_pool_fwd_task<Cfg::kElem>(p, t / p.col_tiles, t % p.col_tiles);
   }
 }
 
