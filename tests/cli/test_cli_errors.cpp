@@ -55,7 +55,8 @@ TEST_CASE("malformed options are refused by name", "[cli][errors]") {
   expect_error("", run + "--d 4096", "head_dim = 4096 is outside");
   expect_error("", run + "--d 64 --window 5abc", "--window: expected W or L,R");
   expect_error("", run + "--d 64 --window 1,2,3", "--window: expected W or L,R");
-  expect_error("", "run flash_attention --sq ''", "--sq: expected a decimal integer");
+  expect_error("", "run flash_attention --sq ''", "--sq: expected a value, got ''");
+  expect_error("", run + "--d 64 --window ''", "--window: expected a value, got ''");
   expect_error("", run + "--d 0100", "--d: expected a decimal integer");
   expect_error("", run + "--d 64 --scale abc", "--scale");
   expect_error("", "run flash_attention --b -2", "--b: expected a decimal integer");

@@ -6,10 +6,13 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cache/disk_cache.h"
+#include "cache/get_or_build.h"
 #include "ejk/core/error.h"
 #include "engine/bind.h"
 #include "registry.h"
 #include "thread_pool.h"
+#include "util/env.h"
 #if EJK_HAVE_CUDA
 #include "cuda/device.h"
 #include "engine/cuda_exec.h"
@@ -49,10 +52,19 @@ PlanId plan_id(const Bound& b, Backend backend) {
   return id;
 }
 
+// Every EJK_* variable is read strictly when a plan is made, before any compile: garbage is an
+// error naming it even where this call would not have read it (a cache hit never asks
+// EJK_DISABLE_JIT), rather than a surprise later.
+void check_environment() {
+  cache::jit_disabled();
+  cache::lock_timeout();
+  ThreadPool::configured_threads();
+  util::env_int("EJK_CPU_STAGE_KV", 0, 1, -1);
+}
+
 std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanId& id, bool load) {
   const OpSchema& s = b.op->schema();
-  // A bad EJK_NUM_THREADS is reported before a compile rather than after it.
-  if (backend == Backend::cpu) ThreadPool::configured_threads();
+  check_environment();
   auto p = std::make_shared<PlanData>();
   p->op = b.op;
   p->backend = backend;
