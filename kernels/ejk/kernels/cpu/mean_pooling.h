@@ -113,9 +113,11 @@ EJK_HD void mean_pool_fwd_arrive(const MeanPoolParams& p, i64 s, const MeanPoolS
   mean_pool_store_scaled<K>(mean_pool_row<K>(p, s, col0), acc, mean_pool_scale<float>(sp.end - sp.begin), ncol);
 }
 
-// Forward task: the sums of the pieces in its chunk, for its columns.
-template <ElemKind K>
+// Forward task: the sums of the pieces in its chunk, for its columns. Templated on the variant's
+// own Cfg (as the tasks below) so its lambda, too, has internal linkage.
+template <class Cfg>
 EJK_HD void mean_pool_fwd_task(const MeanPoolParams& p, i64 c, i64 tile) {
+  constexpr ElemKind K = Cfg::kElem;
   const i64 col0 = tile * p.col_tile, ncol = min_of(p.col_tile, p.dim - col0);
   const MeanPoolSpan chunk = mean_pool_chunk(p, c);
   float acc[kMeanPoolMaxColTile];
@@ -133,8 +135,9 @@ EJK_HD void mean_pool_fwd_task(const MeanPoolParams& p, i64 c, i64 tile) {
 }
 
 // Backward task: g / len of each sequence, converted once, copied to each of its tokens in the chunk.
-template <ElemKind K>
+template <class Cfg>
 EJK_HD void mean_pool_bwd_task(const MeanPoolParams& p, i64 c, i64 tile) {
+  constexpr ElemKind K = Cfg::kElem;
   const i64 col0 = tile * p.col_tile, ncol = min_of(p.col_tile, p.dim - col0);
   const MeanPoolSpan chunk = mean_pool_chunk(p, c);
   float g[kMeanPoolMaxColTile];
@@ -154,8 +157,8 @@ EJK_HD void mean_pool_bwd_task(const MeanPoolParams& p, i64 c, i64 tile) {
 template <class Cfg>
 void mean_pool_tasks(const MeanPoolParams& p, long long task_begin, long long task_end) {
   for (long long t = task_begin; t < task_end; ++t) {
-    if constexpr (Cfg::kBackward) mean_pool_bwd_task<Cfg::kElem>(p, t / p.col_tiles, t % p.col_tiles);
-    else mean_pool_fwd_task<Cfg::kElem>(p, t / p.col_tiles, t % p.col_tiles);
+    if constexpr (Cfg::kBackward) mean_pool_bwd_task<Cfg>(p, t / p.col_tiles, t % p.col_tiles);
+    else mean_pool_fwd_task<Cfg>(p, t / p.col_tiles, t % p.col_tiles);
   }
 }
 
