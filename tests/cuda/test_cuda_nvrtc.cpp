@@ -129,7 +129,7 @@ TEST_CASE("an f32 CUDA key fails with a message naming the dtype", "[nvrtc]") {
   if (!nvrtc_present(&why)) SKIP("NVRTC unavailable: " + why);
   // The spec (rightly) rejects an f32 CUDA key before it reaches the compiler: render a valid
   // key's variables with the dtype swapped, through core's renderer (a template variable the map
-  // lack is an error naming it, not a source NVRTC fails on for another reason).
+  // lacks is an error naming it, not a source NVRTC fails on for another reason).
   std::map<std::string, std::string> vars = flash_schema().template_vars(cuda_key("sm80", "bf16", 64, 64, 64));
   vars["dtype"] = "f32", vars["symbol"] = "f32_kernel", vars["banner"] = "// test";
   const cuda::CudaSource s{"f32.cu",
