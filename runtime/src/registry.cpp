@@ -87,4 +87,10 @@ const generated::CpuAotEntry* find_cpu_aot(std::string_view key) {
   return it == index.end() ? nullptr : it->second;
 }
 
+const generated::CudaAotEntry* find_cuda_aot(std::string_view key) {
+  for (size_t i = 0; i < generated::kNumCudaAot; ++i)
+    if (key == generated::kCudaAot[i].key) return &generated::kCudaAot[i];
+  return nullptr;
+}
+
 }  // namespace ejk::detail

@@ -24,6 +24,8 @@ const std::vector<std::pair<std::string, std::string>>& kernel_headers();
 // Rendered source of a variant: the same text the AOT build compiled for that key.
 std::string render_source(const OpSchema& schema, const VariantKey& key);
 
+// The built-in variant of a key, or nullptr.
 const generated::CpuAotEntry* find_cpu_aot(std::string_view key);
+const generated::CudaAotEntry* find_cuda_aot(std::string_view key);
 
 }  // namespace ejk::detail

@@ -47,11 +47,6 @@ std::string content_hash(std::string_view backend, const std::string& key, const
   return util::hash_strings_hex(parts);
 }
 
-const generated::CudaAotEntry* find_cuda_aot(std::string_view key) {
-  for (size_t i = 0; i < generated::kNumCudaAot; ++i)
-    if (key == generated::kCudaAot[i].key) return &generated::kCudaAot[i];
-  return nullptr;
-}
 
 #if EJK_HAVE_ORC_JIT
 // The -march= of the key's target, so a compiled variant is the code its AOT build would be
@@ -141,7 +136,7 @@ Variant load_cuda(const OpSchema& schema, const VariantKey& key, Device device) 
 }  // namespace
 
 bool is_builtin(const std::string& key) {
-  return detail::find_cpu_aot(key) != nullptr || find_cuda_aot(key) != nullptr;
+  return detail::find_cpu_aot(key) != nullptr || detail::find_cuda_aot(key) != nullptr;
 }
 
 Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key, std::string arch) {
@@ -150,7 +145,7 @@ Cubin acquire_cubin(const OpSchema& schema, const VariantKey& key, std::string a
   if (arch.empty()) arch = cuda::nvrtc_arch(key.target);
   Cubin out;
   // The built-in cubins are compiled for the target's own arch.
-  if (const auto* aot = arch == cuda::nvrtc_arch(key.target) ? find_cuda_aot(k) : nullptr) {
+  if (const auto* aot = arch == cuda::nvrtc_arch(key.target) ? detail::find_cuda_aot(k) : nullptr) {
     out.bytes.assign(aot->image, aot->image + aot->size);
     fill_resources(out, symbol);
     return out;
