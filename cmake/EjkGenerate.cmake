@@ -21,6 +21,7 @@ set(EJK_SPECS_DIR ${EJK_ROOT_DIR}/specs)
 set(EJK_TEMPLATES_DIR ${EJK_ROOT_DIR}/templates)
 set(EJK_KERNELS_DIR ${EJK_ROOT_DIR}/kernels)
 set(EJK_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+include(${CMAKE_CURRENT_LIST_DIR}/EjkGenRules.cmake)
 
 # --- Configure time: the host generator and the manifest --------------------------------------
 function(ejk_build_host_generator out_exe)
@@ -68,27 +69,15 @@ if(NOT EJK_VARIANTS STREQUAL "")
   list(APPEND _ejk_gen_args --variants ${EJK_VARIANTS})
 endif()
 
-ejk_build_host_generator(_ejk_host_gen)
-execute_process(
-  COMMAND ${_ejk_host_gen} ${_ejk_gen_args} --cmake-manifest ${EJK_GENERATED_DIR}/manifest.cmake
-  RESULT_VARIABLE _ejk_rc ERROR_VARIABLE _ejk_err)
-if(_ejk_rc)
-  message(FATAL_ERROR "ejk: ejk-gen could not list the generated files:\n${_ejk_err}")
-endif()
-include(${EJK_GENERATED_DIR}/manifest.cmake)
+# EJK_HOST_GEN: also what tests calling ejk_generate_kernels on this build tree configure with.
+ejk_build_host_generator(EJK_HOST_GEN)
+ejk_gen_read_manifest(${EJK_HOST_GEN} ${EJK_GENERATED_DIR}/manifest.cmake ${_ejk_gen_args})
 
 # --- Build time: generation ---------------------------------------------------------------------
-set(_ejk_cpu_sources)
+ejk_gen_cpu_sources(_ejk_cpu_sources)
 set(_ejk_cuda_sources)
 foreach(group IN LISTS EJK_GEN_GROUPS)
-  if(EJK_GEN_GROUP_${group}_BACKEND STREQUAL "cpu")
-    list(APPEND _ejk_cpu_sources ${EJK_GEN_GROUP_${group}_SOURCES})
-    # The target's flags from the spec, then -O3 whatever the build type: these are the kernels.
-    # No exceptions or RTTI, as the JIT compiles them: freestanding kernels use neither, and a
-    # personality reference would be one more weak symbol shared across targets.
-    set_source_files_properties(${EJK_GEN_GROUP_${group}_SOURCES} PROPERTIES
-      COMPILE_OPTIONS "${EJK_GEN_GROUP_${group}_FLAGS};-O3;-fno-exceptions;-fno-rtti")
-  elseif(EJK_GEN_GROUP_${group}_BACKEND STREQUAL "cuda")
+  if(EJK_GEN_GROUP_${group}_BACKEND STREQUAL "cuda")
     list(APPEND _ejk_cuda_sources ${EJK_GEN_GROUP_${group}_SOURCES})
   endif()
 endforeach()
@@ -108,14 +97,11 @@ function(ejk_generate_with_cuda)
     set(nvcc ${EJK_GEN_NVCC})
   endif()
   set(cubin_dir ${EJK_GENERATED_DIR}/cubins)
-  add_custom_command(
-    OUTPUT ${EJK_GENERATED_DIR}/ejk-gen-sources.stamp
-    BYPRODUCTS ${_ejk_cpu_sources} ${_ejk_cuda_sources}
+  ejk_gen_add_step(${EJK_GENERATED_DIR}/ejk-gen-sources.stamp
     COMMAND ejk-gen ${_ejk_gen_args} --only sources
-    COMMAND ${CMAKE_COMMAND} -E touch ${EJK_GENERATED_DIR}/ejk-gen-sources.stamp
+    BYPRODUCTS ${_ejk_cpu_sources} ${_ejk_cuda_sources}
     DEPENDS ${_ejk_gen_inputs}
-    COMMENT "ejk-gen: AOT variant sources in ${EJK_GENERATED_DIR}"
-    VERBATIM)
+    COMMENT "ejk-gen: AOT variant sources in ${EJK_GENERATED_DIR}")
   set(cubins)
   foreach(group IN LISTS EJK_GEN_GROUPS)
     if(NOT EJK_GEN_GROUP_${group}_BACKEND STREQUAL "cuda")
@@ -138,14 +124,11 @@ function(ejk_generate_with_cuda)
       list(APPEND cubins ${cubin})
     endforeach()
   endforeach()
-  add_custom_command(
-    OUTPUT ${EJK_GENERATED_DIR}/ejk-gen-registry.stamp
-    BYPRODUCTS ${EJK_GEN_REGISTRY}
+  ejk_gen_add_step(${EJK_GENERATED_DIR}/ejk-gen-registry.stamp
     COMMAND ejk-gen ${_ejk_gen_args} --only registry --cuda-cubins ${cubin_dir}
-    COMMAND ${CMAKE_COMMAND} -E touch ${EJK_GENERATED_DIR}/ejk-gen-registry.stamp
+    BYPRODUCTS ${EJK_GEN_REGISTRY}
     DEPENDS ${_ejk_gen_inputs} ${cubins}
-    COMMENT "ejk-gen: registry with ${_ejk_n_cuda} cubins"
-    VERBATIM)
+    COMMENT "ejk-gen: registry with ${_ejk_n_cuda} cubins")
   add_custom_target(ejk_generate DEPENDS ${EJK_GENERATED_DIR}/ejk-gen-sources.stamp
                                          ${EJK_GENERATED_DIR}/ejk-gen-registry.stamp)
 endfunction()
@@ -153,17 +136,12 @@ endfunction()
 if(_ejk_cuda_sources)
   ejk_generate_with_cuda()
 else()
-  # One run writes the sources and the registry, so the two cannot disagree. The stamp makes
-  # the command run only when an input changed; the sources and the registry are byproducts,
-  # and those ejk-gen leaves untouched keep their mtimes, so nothing downstream recompiles.
-  add_custom_command(
-    OUTPUT ${EJK_GENERATED_DIR}/ejk-gen.stamp
-    BYPRODUCTS ${EJK_GEN_REGISTRY} ${_ejk_cpu_sources}
+  # One run writes the sources and the registry, so the two cannot disagree.
+  ejk_gen_add_step(${EJK_GENERATED_DIR}/ejk-gen.stamp
     COMMAND ejk-gen ${_ejk_gen_args}
-    COMMAND ${CMAKE_COMMAND} -E touch ${EJK_GENERATED_DIR}/ejk-gen.stamp
+    BYPRODUCTS ${EJK_GEN_REGISTRY} ${_ejk_cpu_sources}
     DEPENDS ${_ejk_gen_inputs}
-    COMMENT "ejk-gen: AOT variants and registry in ${EJK_GENERATED_DIR}"
-    VERBATIM)
+    COMMENT "ejk-gen: AOT variants and registry in ${EJK_GENERATED_DIR}")
   add_custom_target(ejk_generate DEPENDS ${EJK_GENERATED_DIR}/ejk-gen.stamp)
 endif()
 

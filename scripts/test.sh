@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs every test: a Release build (CUDA backend on when nvcc is found), then the
-# suite under AddressSanitizer + UndefinedBehaviorSanitizer with CUDA off, so the two passes
-# also cover both configurations (a machine without nvcc builds the second). Installs the
+# Builds and runs every test: a Release build (CUDA backend on when nvcc is found), a program
+# built against its installation (scripts/test-package.sh), then the suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer with CUDA off, so the two passes also cover
+# both configurations (a machine without nvcc builds the second). Installs the
 # Debian dependencies first, then runs the fuzz targets for a bounded time. EJK_TEST_SANITIZERS=0
 # and EJK_TEST_FUZZ=0 skip those passes (quick local runs).
 set -euo pipefail
@@ -23,6 +24,8 @@ run_suite() {  # build dir, extra cmake args...
 
 echo "== Release build and tests"
 run_suite build -DCMAKE_BUILD_TYPE=Release
+echo "== The installed package: examples/consumer against a cmake --install of the Release build"
+scripts/test-package.sh build
 if [ "${EJK_TEST_SANITIZERS:-1}" != 0 ]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
   # LLVM's shared libraries are not instrumented; their allocations are not ours to report.

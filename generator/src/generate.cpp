@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "ejk/core/error.h"
+#include "ejk/core/kernel_abi.h"
 #include "ejk/core/render_variant.h"
 #include "files.h"
 #include "registry.h"
@@ -62,6 +64,32 @@ RegistryContent registry_content(const GenerateOptions& opt, const std::vector<S
   return c;
 }
 
+// What the library embeds and a program's variants must match (core/include/ejk/core/kernel_abi.h).
+std::string kernel_abi_of(const RegistryContent& c) {
+  std::vector<NamedText> files;
+  for (const auto* group : {&c.templates, &c.kernel_headers})
+    for (const EmbeddedText& f : *group) files.push_back({f.path, f.text});
+  return kernel_abi_fingerprint(c.version, std::move(files));
+}
+
+UserRegistration user_registration(const GenerateOptions& opt, const std::vector<SpecFile>& specs,
+                                   const std::vector<PlannedVariant>& plan) {
+  for (const PlannedVariant& v : plan)
+    if (v.key.backend != "cpu")
+      throw InvalidArgument(fmt::format("'{}': a program registers CPU variants only (--registry user); "
+                                        "ship other backends' variants in a bundle", v.name));
+  const RegistryContent c = registry_content(opt, specs, plan);
+  std::set<std::string> spec_names;  // the specs of the registered keys, for the banner
+  for (const PlannedVariant& v : plan) spec_names.insert(specs[v.spec].name);
+  return {c.version, {spec_names.begin(), spec_names.end()}, kernel_abi_of(c), c.cpu};
+}
+
+std::string render_registry_of(const GenerateOptions& opt, const std::vector<SpecFile>& specs,
+                               const std::vector<PlannedVariant>& plan) {
+  if (opt.registry == Registry::user) return render_user_registration(user_registration(opt, specs, plan));
+  return render_registry(registry_content(opt, specs, plan));
+}
+
 // Removes generated sources of a backend directory that the plan no longer names (after the
 // AOT set or --variants shrank). Only files carrying the generator's banner are touched.
 size_t prune_stale(const fs::path& dir, const std::vector<fs::path>& keep) {
@@ -99,12 +127,16 @@ std::string cmake_list(const std::vector<std::string>& items) {
 
 }  // namespace
 
+fs::path registry_path(const GenerateOptions& opt) {
+  return opt.out_dir / (opt.registry == Registry::user ? "registration.cpp" : "registry.cpp");
+}
+
 std::vector<fs::path> list_outputs(const GenerateOptions& opt) {
   const std::vector<SpecFile> specs = load_specs(opt.specs_dir);
   std::vector<fs::path> out;
   if (writes_sources(opt))
     for (const PlannedVariant& v : plan_variants(specs, opt.selection, opt.out_dir)) out.push_back(v.source);
-  if (writes_registry(opt)) out.push_back(opt.out_dir / "registry.cpp");
+  if (writes_registry(opt)) out.push_back(registry_path(opt));
   return out;
 }
 
@@ -125,8 +157,8 @@ GenerateResult generate(const GenerateOptions& opt) {
       result.pruned += prune_stale(opt.out_dir / backend, result.outputs);
   }
   if (writes_registry(opt)) {
-    const fs::path registry = opt.out_dir / "registry.cpp";
-    result.written += write_if_changed(registry, render_registry(registry_content(opt, specs, plan))) ? 1 : 0;
+    const fs::path registry = registry_path(opt);
+    result.written += write_if_changed(registry, render_registry_of(opt, specs, plan)) ? 1 : 0;
     result.outputs.push_back(registry);
   }
   return result;
@@ -155,7 +187,7 @@ std::string cmake_manifest(const GenerateOptions& opt) {
                                 "the generated files. Do not edit.\n",
                                 kVersion, cmake_list(spec_paths));
   out += fmt::format("set(EJK_GEN_VERSION {})\n", cmake_quoted(kVersion));
-  out += fmt::format("set(EJK_GEN_REGISTRY {})\n", cmake_quoted((opt.out_dir / "registry.cpp").string()));
+  out += fmt::format("set(EJK_GEN_REGISTRY {})\n", cmake_quoted(registry_path(opt).string()));
   out += fmt::format("set(EJK_GEN_GROUPS {})\n", cmake_list(names));
   for (const auto& [name, g] : groups) {
     out += fmt::format("set(EJK_GEN_GROUP_{}_BACKEND {})\n", name, cmake_quoted(g.backend));

@@ -12,6 +12,11 @@ namespace ejk::gen {
 
 enum class Only { all, sources, registry };
 
+// Which registry a run writes: the library's registry.cpp (specs, templates, kernel headers and
+// the AOT tables), or a program's registration.cpp, which registers its own CPU variants with
+// libejk when it loads (ejk_register_cpu_variants; CMake's ejk_generate_kernels).
+enum class Registry { library, user };
+
 struct GenerateOptions {
   fs::path specs_dir, templates_dir, kernels_dir, out_dir;
   Selection selection;
@@ -19,6 +24,7 @@ struct GenerateOptions {
   // sources of an earlier `--only sources` run); unset: the CUDA table stays empty.
   std::optional<fs::path> cuda_cubins;
   Only only = Only::all;
+  Registry registry = Registry::library;
 };
 
 struct GenerateResult {
@@ -27,7 +33,10 @@ struct GenerateResult {
   size_t pruned = 0;              // stale generated sources removed
 };
 
-// The paths a run with these options writes, in a stable order (sources, then registry.cpp).
+// <out>/registry.cpp or <out>/registration.cpp.
+fs::path registry_path(const GenerateOptions& opt);
+
+// The paths a run with these options writes, in a stable order (sources, then the registry).
 std::vector<fs::path> list_outputs(const GenerateOptions& opt);
 
 GenerateResult generate(const GenerateOptions& opt);

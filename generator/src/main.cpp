@@ -1,7 +1,8 @@
 // ejk-gen: the ahead-of-time generator.
 //
-//   ejk-gen --out DIR [--backends cpu,cuda] [--variants REGEX] [--targets cuda=sm80,sm90a]
-//           [--only all|sources|registry] [--cuda-cubins DIR] [--list-outputs | --cmake-manifest F]
+//   ejk-gen --out DIR [--backends cpu,cuda] [--variants REGEX | --keys K1,K2] [--targets cuda=sm80,sm90a]
+//           [--only all|sources|registry] [--registry library|user] [--cuda-cubins DIR]
+//           [--list-outputs | --cmake-manifest F]
 //   ejk-gen list [--backends ...] [--variants REGEX]      the selected AOT keys, one per line
 //   ejk-gen render KEY                                     the source of any valid key
 //
@@ -44,6 +45,12 @@ std::map<std::string, std::set<std::string>> parse_targets(const std::vector<std
   return out;
 }
 
+Registry parse_registry(const std::string& s) {
+  if (s == "library") return Registry::library;
+  if (s == "user") return Registry::user;
+  throw ejk::InvalidArgument(fmt::format("--registry '{}': expected library or user", s));
+}
+
 Only parse_only(const std::string& s) {
   if (s == "all") return Only::all;
   if (s == "sources") return Only::sources;
@@ -53,8 +60,8 @@ Only parse_only(const std::string& s) {
 
 struct Args {
   std::string specs = "specs", templates = "templates", kernels = "kernels", out;
-  std::string backends, variants, only = "all", cuda_cubins, cmake_manifest;
-  std::vector<std::string> targets;
+  std::string backends, variants, only = "all", registry = "library", cuda_cubins, cmake_manifest;
+  std::vector<std::string> targets, keys;
   bool list_outputs = false;
   std::string key;
 };
@@ -66,10 +73,12 @@ GenerateOptions options_from(const Args& a, const std::string& default_backends)
   o.kernels_dir = a.kernels;
   o.out_dir = a.out;
   o.selection.variants = a.variants;
+  o.selection.keys = a.keys;
   o.selection.backends = split_list(a.backends.empty() ? default_backends : a.backends);
   o.selection.targets = parse_targets(a.targets);
   if (!a.cuda_cubins.empty()) o.cuda_cubins = a.cuda_cubins;
   o.only = parse_only(a.only);
+  o.registry = parse_registry(a.registry);
   return o;
 }
 
@@ -121,9 +130,14 @@ int main(int argc, char** argv) {
   app.add_option("--kernels", a.kernels, "kernel include root, embedded into the registry")->capture_default_str();
   app.add_option("--backends", a.backends, "comma-separated backends (generate: cpu; list: all)");
   app.add_option("--variants", a.variants, "regex searched in each canonical key; only matches are kept");
+  app.add_option("--keys", a.keys, "exact keys to generate instead of the AOT sets (comma-separated)")
+      ->delimiter(',');
   app.add_option("--targets", a.targets, "BACKEND=T1,T2: keep only these targets of BACKEND (repeatable)");
   app.add_option("--out", a.out, "output directory");
   app.add_option("--only", a.only, "what to write: all, sources or registry")->capture_default_str();
+  app.add_option("--registry", a.registry,
+                 "library: registry.cpp for libejk; user: registration.cpp, a program's own CPU variants")
+      ->capture_default_str();
   app.add_option("--cuda-cubins", a.cuda_cubins, "directory of <key>.cubin files to embed in the CUDA table");
   app.add_flag("--list-outputs", a.list_outputs, "print the output paths, one per line, and write nothing");
   app.add_option("--cmake-manifest", a.cmake_manifest, "write the CMake manifest of the outputs to this file, and nothing else");

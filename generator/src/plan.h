@@ -25,9 +25,12 @@ struct SpecFile {
 // Two specs may not define the same op.
 std::vector<SpecFile> load_specs(const fs::path& dir);
 
-// Which AOT variants to produce.
+// Which variants to produce: the specs' AOT sets, filtered, or exact keys.
 struct Selection {
   std::string variants;               // regex searched in the canonical key; empty: all
+  // Exact keys instead of the AOT sets: any key the op's spec accepts (the JIT's range), e.g. a
+  // head_dim a program needs that the library does not pre-build. Not with `variants`.
+  std::vector<std::string> keys;
   std::vector<std::string> backends;  // backends to generate for (each must be in some spec)
   std::map<std::string, std::set<std::string>> targets;  // backend -> targets kept; absent: all
 };
@@ -39,8 +42,8 @@ struct PlannedVariant {
   fs::path source;     // <out>/<backend>/<name><suffix>
 };
 
-// The selected AOT keys of every spec, sorted by name. InvalidArgument for an unknown backend
-// or target, or a --variants value that is not a regex.
+// The selected keys, sorted by name. InvalidArgument for an unknown backend or target, a
+// --variants value that is not a regex, or an explicit key its spec rejects.
 std::vector<PlannedVariant> plan_variants(const std::vector<SpecFile>& specs, const Selection& sel,
                                           const fs::path& out_dir);
 

@@ -1,6 +1,8 @@
-// The text of registry.cpp: everything core/include/ejk/core/registry_data.h declares.
+// The text of registry.cpp (everything core/include/ejk/core/registry_data.h declares), and of
+// a program's registration.cpp (its own CPU variants, registered through ejk/ejk.h).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ejk::gen {
@@ -24,5 +26,15 @@ struct RegistryContent {
 };
 
 std::string render_registry(const RegistryContent& content);
+
+// A program's registration of the CPU variants it compiles itself.
+struct UserRegistration {
+  std::string version;
+  std::vector<std::string> spec_names;                   // for the banner
+  std::string kernel_abi;                                // kernel_abi_fingerprint() of the inputs
+  std::vector<std::pair<std::string, std::string>> cpu;  // (key, symbol), sorted by key
+};
+
+std::string render_user_registration(const UserRegistration& content);
 
 }  // namespace ejk::gen

@@ -8,6 +8,7 @@
  * this library does not know, unless it is zero. */
 #ifndef EJK_EJK_H
 #define EJK_EJK_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ejk/export.h"
@@ -107,6 +108,19 @@ EJK_API int ejk_mean_pooling_backward(const ejk_context* ctx, const ejk_tensor* 
                                       const ejk_tensor* cu_seqlens, const ejk_tensor* dx);
 
 EJK_API const char* ejk_last_error(void);
+
+/* A program's own CPU variants, compiled into it: CMake's ejk_generate_kernels generates them
+ * with a registration file that calls this as the program loads. Calls then find them as
+ * built-in variants, after the library's own. kernel_abi names the kernel headers they were
+ * compiled from; all are refused when this library was built from others, and so is any entry
+ * whose key is malformed, not a CPU key, or one the library or an earlier call has
+ * (EJK_INVALID_ARGUMENT, naming each); the rest are registered. The functions must stay loaded
+ * for the life of the process. */
+typedef struct {
+  const char* key; /* canonical variant key, e.g. "flash_fwd.cpu.avx512.f32.d80.bq64.bk64" */
+  void (*fn)(const void* params, long long task_begin, long long task_end);
+} ejk_cpu_variant;
+EJK_API int ejk_register_cpu_variants(const char* kernel_abi, const ejk_cpu_variant* variants, size_t n);
 
 #ifdef __cplusplus
 }
