@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   ejk::cli::add_list_command(app);
   ejk::cli::add_cache_command(app);
   ejk::cli::add_compile_command(app);
+  ejk::cli::add_bundle_command(app);
   // An option given an empty value ("--window ''") is a mistake, not "not given".
   for (int i = 1; i + 1 < argc; ++i)
     if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i + 1][0] == '\0') {

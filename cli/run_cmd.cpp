@@ -152,6 +152,7 @@ void report(const OpCase& oc, const HostCase& c, const RunInfo& info, double ms,
   std::cout << fmt::format("{}  [{} from {}]\n", info.key, backend_name(info.backend), source_name(info.source));
   if (info.source == VariantSource::jit) std::cout << fmt::format("  compile {:.1f} ms\n", info.compile_ms);
   if (info.source == VariantSource::cache) std::cout << fmt::format("  cache load {:.2f} ms\n", info.load_ms);
+  if (info.source == VariantSource::bundle) std::cout << fmt::format("  bundle load {:.2f} ms\n", info.load_ms);
   std::cout << fmt::format("  time {:.3f} ms (median of {}), host {:.1f} us per call  {:.1f} {}\n", ms, iters, host_us,
                            rate, w.flops > 0 ? "GFLOP/s" : "GB/s");
   for (const OutputError& e : errors)

@@ -9,9 +9,18 @@
 #     ones); VARIANTS: a regex over their AOT sets; KEYS: exact keys instead, any the spec accepts
 #     (e.g. a head_dim the library does not pre-build); TARGETS: keep only these CPU targets.
 #
+#   ejk_add_kernel_bundle(NAME <name> OUTPUT <file> [VARIANTS <regex>] [KEYS <key>...]
+#                         [BACKEND cpu|cuda] [ARCH <arch>...])
+#     A target <name>, built by default, that writes the bundle <file> with the installed
+#     `ejk bundle build`: VARIANTS filters the specs' AOT sets, KEYS adds exact keys; ARCH: CPU
+#     targets (default the build machine's) or CUDA archs (sm_90a, ...; no GPU needed). CPU
+#     entries are compiled by the package's JIT (EJKERNEL_HAS_ORC_JIT), CUDA ones by NVRTC. A
+#     program registers the file with ejk::load_bundle or EJK_BUNDLE_PATH.
+#
 # They read, from the package (or a build tree that sets them): EJKERNEL_GEN_EXECUTABLE (ejk-gen,
 # runnable while CMake configures), EJKERNEL_GEN_COMMAND (what the build runs: a target or path),
-# EJKERNEL_LIBRARY (the target to link), EJKERNEL_{SPECS,TEMPLATES,KERNELS}_DIR.
+# EJKERNEL_CLI_COMMAND (the ejk CLI), EJKERNEL_LIBRARY (the target to link),
+# EJKERNEL_{SPECS,TEMPLATES,KERNELS}_DIR.
 include(${CMAKE_CURRENT_LIST_DIR}/EjkGenRules.cmake)
 
 # Copies `specs` into `dir` (and removes copies of specs no longer listed). configure_file makes
@@ -120,4 +129,43 @@ function(ejk_generate_kernels)
   # As target_link_libraries(PRIVATE) would, without requiring the program's own calls to use
   # the keyword form too.
   set_property(TARGET ${t} APPEND PROPERTY LINK_LIBRARIES ${EJKERNEL_LIBRARY})
+endfunction()
+
+function(ejk_add_kernel_bundle)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;OUTPUT;VARIANTS;BACKEND" "KEYS;ARCH")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ejk_add_kernel_bundle: unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_NAME OR NOT arg_OUTPUT)
+    message(FATAL_ERROR "ejk_add_kernel_bundle: NAME and OUTPUT are required")
+  endif()
+  if(NOT DEFINED arg_VARIANTS AND NOT arg_KEYS)
+    message(FATAL_ERROR "ejk_add_kernel_bundle(${arg_NAME}): give VARIANTS, KEYS or both")
+  endif()
+  get_filename_component(out ${arg_OUTPUT} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_BINARY_DIR})
+  set(args bundle build --out ${out})
+  if(DEFINED arg_VARIANTS)
+    list(APPEND args --variants ${arg_VARIANTS})
+  endif()
+  foreach(key IN LISTS arg_KEYS)
+    list(APPEND args --key ${key})
+  endforeach()
+  if(arg_BACKEND)
+    list(APPEND args --backend ${arg_BACKEND})
+  endif()
+  if(arg_ARCH)
+    list(JOIN arg_ARCH "," archs)
+    list(APPEND args --arch ${archs})
+  endif()
+  set(cli_dep)
+  if(TARGET ${EJKERNEL_CLI_COMMAND})
+    set(cli_dep ${EJKERNEL_CLI_COMMAND})
+  endif()
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${EJKERNEL_CLI_COMMAND} ${args}
+    DEPENDS ${cli_dep}
+    COMMENT "ejk bundle build: ${out}"
+    VERBATIM)
+  add_custom_target(${arg_NAME} ALL DEPENDS ${out})
 endfunction()

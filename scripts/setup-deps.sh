@@ -3,7 +3,7 @@
 # Debian 12 (bookworm); Catch2 3 comes from bookworm-backports (bookworm itself has Catch2 2).
 set -euo pipefail
 
-PKGS=(build-essential cmake ninja-build git python3
+PKGS=(build-essential cmake ninja-build git python3 python3-venv
       llvm-19-dev libclang-19-dev libclang-cpp19-dev clang-19 libclang-common-19-dev
       libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev libzstd-dev libxxhash-dev)
 BACKPORTS_PKGS=(libcatch2-dev)

@@ -3,8 +3,10 @@
 # built against its installation (scripts/test-package.sh), then the suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer with CUDA off, so the two passes also cover
 # both configurations (a machine without nvcc builds the second). Installs the
-# Debian dependencies first, then runs the fuzz targets for a bounded time. EJK_TEST_SANITIZERS=0
-# and EJK_TEST_FUZZ=0 skip those passes (quick local runs).
+# Debian dependencies first; after the Release pass runs the Python package's tests against its
+# libraries (scripts/test-python.sh: jax from PyPI in build/pyenv), and at the end the fuzz
+# targets for a bounded time. EJK_TEST_SANITIZERS=0, EJK_TEST_PYTHON=0 and EJK_TEST_FUZZ=0 skip
+# those passes (quick local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-deps.sh
@@ -24,6 +26,10 @@ run_suite() {  # build dir, extra cmake args...
 
 echo "== Release build and tests"
 run_suite build -DCMAKE_BUILD_TYPE=Release
+if [ "${EJK_TEST_PYTHON:-1}" != 0 ]; then
+  echo "== Python package: JAX on the CPU (python/tests)"
+  scripts/test-python.sh build
+fi
 echo "== The installed package: examples/consumer against a cmake --install of the Release build"
 scripts/test-package.sh build
 if [ "${EJK_TEST_SANITIZERS:-1}" != 0 ]; then
@@ -34,6 +40,6 @@ if [ "${EJK_TEST_SANITIZERS:-1}" != 0 ]; then
   run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEJK_SANITIZE=ON -DEJK_ENABLE_CUDA=OFF
 fi
 if [ "${EJK_TEST_FUZZ:-1}" != 0 ]; then
-  echo "== libFuzzer targets (expression parser, spec reader, npy reader, cache entries, payload check)"
+  echo "== libFuzzer targets (expression parser, spec reader, npy reader, cache entries, payload check, bundles)"
   scripts/fuzz.sh "${EJK_FUZZ_SECONDS:-30}"
 fi

@@ -184,3 +184,20 @@ TEST_CASE("ejk_run calls any op by name through the C ABI", "[engine][c-abi]") {
   CHECK(ejk_run("no_such_op", args, 7, &ctx) == EJK_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("no_such_op"));
 }
+
+TEST_CASE("ejk_variant_key checks a call without data, as a binding does when it traces one", "[engine][c-abi]") {
+  const int64_t qs[4] = {2, 33, 4, 64}, ks[4] = {2, 47, 2, 64}, bad[4] = {2, 47, 2, 32};
+  ejk_tensor q{nullptr, EJK_F32, EJK_DEVICE_CPU, 0, 4, qs, nullptr}, k{nullptr, EJK_F32, EJK_DEVICE_CPU, 0, 4, ks, nullptr},
+      v{nullptr, EJK_F32, EJK_DEVICE_CPU, 0, 4, bad, nullptr};
+  ejk_arg args[] = {{"q", EJK_ARG_TENSOR, &q, {}, 0}, {"k", EJK_ARG_TENSOR, &k, {}, 0}, {"v", EJK_ARG_TENSOR, &k, {}, 0},
+                    {"causal", EJK_ARG_BOOL, nullptr, {1, 0}, 0}};
+  char key[256];
+  REQUIRE(ejk_variant_key("flash_attention", args, 4, nullptr, key, sizeof(key)) == EJK_OK);
+  Problem p;
+  CHECK(std::string(key) == variant_key("flash_attention", p.inputs()));
+  CHECK(ejk_variant_key("flash_attention", args, 4, nullptr, key, 8) == EJK_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("key_size"));
+  args[2].tensor = &v;
+  CHECK(ejk_variant_key("flash_attention", args, 4, nullptr, key, sizeof(key)) == EJK_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("v: dim 3 (D) must be 64"));
+}

@@ -34,7 +34,8 @@ EJK_API std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ej
 EJK_API std::vector<CacheEntry> cache_list(bool verify);
 EJK_API size_t cache_clear();
 
-// Whether this build can compile CPU variants at run time (built with the ORC JIT).
+// Whether CPU variants can be compiled at run time: built with the ORC JIT, and its plugin
+// (libejk_cpu_jit.so, with the LLVM 19 it links) loads.
 EJK_API bool cpu_jit_available();
 
 struct CompileRequest {

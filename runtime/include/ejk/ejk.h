@@ -65,6 +65,17 @@ typedef struct {
   double real;               /* FLOAT */
 } ejk_arg;
 EJK_API int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx);
+/* The canonical key of the variant ejk_run would run with these arguments, after every check a
+ * run makes; nothing is compiled or run, and tensor data may be NULL (bindings check a call when
+ * they trace it). Writes the NUL-terminated key to key; EJK_INVALID_ARGUMENT if key_size is too
+ * small. */
+EJK_API int ejk_variant_key(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx,
+                            char* key, int64_t key_size);
+
+/* Called with (user, key, 1) before a variant is compiled at run time and (user, key, 0) after,
+ * on the compiling thread; NULL removes it. One per process, as ejk::set_compile_observer. */
+typedef void (*ejk_compile_observer)(void* user, const char* key, int started);
+EJK_API void ejk_set_compile_observer(ejk_compile_observer observer, void* user);
 
 /* flash_attention (specs/flash_attention.yaml). */
 typedef struct {
@@ -106,6 +117,10 @@ EJK_API int ejk_mean_pooling(const ejk_context* ctx, const ejk_tensor* x, const 
                              const ejk_tensor* out);
 EJK_API int ejk_mean_pooling_backward(const ejk_context* ctx, const ejk_tensor* g,
                                       const ejk_tensor* cu_seqlens, const ejk_tensor* dx);
+
+/* Registers a kernel bundle (.ejkb) file, or every *.ejkb file of a directory, as ejk::load_bundle
+ * (ejk/bundle.h): variants not built in then come from it before the disk cache and the JIT. */
+EJK_API int ejk_load_bundle(const char* path);
 
 EJK_API const char* ejk_last_error(void);
 

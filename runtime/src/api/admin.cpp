@@ -13,6 +13,7 @@
 #include "engine/keys.h"
 #include "engine/op_def.h"
 #include "engine/variant_store.h"
+#include "jit/cpu_compiler.h"
 #include "registry.h"
 #if EJK_HAVE_CUDA
 #include "cuda/device.h"
@@ -111,7 +112,7 @@ std::vector<OpListing> list_ops() {
   return out;
 }
 
-bool cpu_jit_available() { return EJK_HAVE_ORC_JIT != 0; }
+bool cpu_jit_available() { return jit::CpuCompiler::available(); }
 
 std::filesystem::path cache_root() { return cache::default_root(); }
 

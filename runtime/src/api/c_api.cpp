@@ -102,30 +102,61 @@ extern "C" void ejk_context_init(ejk_context* ctx) {
   ctx->struct_size = sizeof(ejk_context);
 }
 
+namespace {
+
+Args to_args(const ejk_arg* args, int32_t num_args, const char* caller) {
+  if (num_args < 0 || (num_args > 0 && args == nullptr))
+    throw InvalidArgument(fmt::format("{}: {} arguments but no array", caller, num_args));
+  Args a;
+  for (int32_t i = 0; i < num_args; ++i) {
+    const ejk_arg& x = args[i];
+    if (x.name == nullptr) throw InvalidArgument(fmt::format("{}: argument {} has no name", caller, i));
+    switch (x.kind) {
+      case EJK_ARG_TENSOR:
+        if (x.tensor == nullptr) throw InvalidArgument(fmt::format("{}: tensor argument without a tensor", x.name));
+        a.set(x.name, capi::to_view(*x.tensor, x.name));
+        break;
+      case EJK_ARG_BOOL: a.set(x.name, Scalar(x.ints[0] != 0)); break;
+      case EJK_ARG_INT: a.set(x.name, Scalar(x.ints[0])); break;
+      case EJK_ARG_FLOAT: a.set(x.name, Scalar(x.real)); break;
+      case EJK_ARG_INT_PAIR: a.set(x.name, Scalar(std::array<int64_t, 2>{x.ints[0], x.ints[1]})); break;
+      case EJK_ARG_TUNE: a.tune(x.name, x.ints[0]); break;
+      default: throw InvalidArgument(fmt::format("{}: unknown argument kind {}", x.name, x.kind));
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
 extern "C" int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx) {
   return capi::guarded([&] {
     if (op == nullptr) throw InvalidArgument("ejk_run: op is NULL");
-    if (num_args < 0 || (num_args > 0 && args == nullptr))
-      throw InvalidArgument(fmt::format("ejk_run: {} arguments but no array", num_args));
-    Args a;
-    for (int32_t i = 0; i < num_args; ++i) {
-      const ejk_arg& x = args[i];
-      if (x.name == nullptr) throw InvalidArgument(fmt::format("ejk_run: argument {} has no name", i));
-      switch (x.kind) {
-        case EJK_ARG_TENSOR:
-          if (x.tensor == nullptr) throw InvalidArgument(fmt::format("{}: tensor argument without a tensor", x.name));
-          a.set(x.name, capi::to_view(*x.tensor, x.name));
-          break;
-        case EJK_ARG_BOOL: a.set(x.name, Scalar(x.ints[0] != 0)); break;
-        case EJK_ARG_INT: a.set(x.name, Scalar(x.ints[0])); break;
-        case EJK_ARG_FLOAT: a.set(x.name, Scalar(x.real)); break;
-        case EJK_ARG_INT_PAIR: a.set(x.name, Scalar(std::array<int64_t, 2>{x.ints[0], x.ints[1]})); break;
-        case EJK_ARG_TUNE: a.tune(x.name, x.ints[0]); break;
-        default: throw InvalidArgument(fmt::format("{}: unknown argument kind {}", x.name, x.kind));
-      }
-    }
+    const Args a = to_args(args, num_args, "ejk_run");
     CpuExecutor executor;
     ejk::run(op, a, capi::to_context(ctx, executor));
+  });
+}
+
+extern "C" int ejk_variant_key(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx,
+                               char* key, int64_t key_size) {
+  return capi::guarded([&] {
+    if (op == nullptr) throw InvalidArgument("ejk_variant_key: op is NULL");
+    if (key == nullptr || key_size <= 0) throw InvalidArgument("ejk_variant_key: key: expected a buffer");
+    const Args a = to_args(args, num_args, "ejk_variant_key");
+    CpuExecutor executor;
+    const std::string k = ejk::variant_key(op, a, capi::to_context(ctx, executor));
+    if (static_cast<int64_t>(k.size()) >= key_size)
+      throw InvalidArgument(fmt::format("ejk_variant_key: key_size: {} bytes, the key needs {}", key_size, k.size() + 1));
+    std::memcpy(key, k.c_str(), k.size() + 1);
+  });
+}
+
+extern "C" void ejk_set_compile_observer(ejk_compile_observer observer, void* user) {
+  if (observer == nullptr) return set_compile_observer({});
+  set_compile_observer([observer, user](std::string_view key, bool started) {
+    const std::string k(key);  // NUL-terminated for C
+    observer(user, k.c_str(), started ? 1 : 0);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "bundle/bundle_set.h"
 #include "cache/disk_cache.h"
 #include "cache/get_or_build.h"
 #include "ejk/core/error.h"
@@ -60,6 +61,7 @@ void check_environment() {
   cache::lock_timeout();
   ThreadPool::configured_threads();
   util::env_int("EJK_CPU_STAGE_KV", 0, 1, -1);
+  bundle::use_environment();  // EJK_BUNDLE_PATH: read, and its bundles opened, once
 }
 
 std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanId& id, bool load) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -45,7 +46,6 @@ std::map<std::string, int64_t> problem_vars(const OpSchema& s, const VariantKey&
   return vars;
 }
 
-#if EJK_HAVE_CUDA
 // `sm_80`: compute capability 8.0 or newer (its code is compiled for the device's own arch where
 // the built-in cubin does not load there); `sm_90a`: exactly 9.0 (arch-specific code).
 bool device_meets(const std::string& req, int major, int minor) {
@@ -56,18 +56,13 @@ bool device_meets(const std::string& req, int major, int minor) {
   const int have = major * 10 + minor;
   return exact ? have == want : have >= want;
 }
-#endif
 
 const std::string& pick_target(const OpSchema& s, Backend backend, Device device) {
   if (backend == Backend::cpu) return host_cpu_target(s.backend("cpu").targets);
 #if EJK_HAVE_CUDA
   if (backend == Backend::cuda) {
     const cuda::DeviceInfo& dev = cuda::use_device(device.index);
-    for (const TargetDef& t : s.backend("cuda").targets) {
-      bool ok = true;
-      for (const std::string& r : t.requires_features) ok = ok && device_meets(r, dev.major, dev.minor);
-      if (ok) return t.name;
-    }
+    if (const TargetDef* t = cuda_target_for(s, dev.major, dev.minor)) return t->name;
     throw BackendUnavailable(fmt::format("{}: no CUDA target of {} runs on {} (compute capability {}.{})", s.api(),
                                          s.file(), dev.name, dev.major, dev.minor));
   }
@@ -77,6 +72,24 @@ const std::string& pick_target(const OpSchema& s, Backend backend, Device device
 }
 
 }  // namespace
+
+const TargetDef* cuda_target_for(const OpSchema& s, int major, int minor) {
+  for (const TargetDef& t : s.backend("cuda").targets) {
+    bool ok = true;
+    for (const std::string& r : t.requires_features) ok = ok && device_meets(r, major, minor);
+    if (ok) return &t;
+  }
+  return nullptr;
+}
+
+const TargetDef* cpu_target_for(const OpSchema& s, const std::vector<std::string>& features) {
+  for (const TargetDef& t : s.backend("cpu").targets)
+    if (std::all_of(t.requires_features.begin(), t.requires_features.end(), [&](const std::string& f) {
+          return std::find(features.begin(), features.end(), f) != features.end();
+        }))
+      return &t;
+  return nullptr;
+}
 
 AxisValues axis_values(const Bound& b) {
   AxisValues v;

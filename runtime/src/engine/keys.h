@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/op_def.h"
 
@@ -35,5 +36,11 @@ VariantKey make_key(const OpSchema& schema, std::string_view backend, std::strin
 // meets (`sm_80`: 8.0 or newer, compiled for the device's arch where needed: see
 // variant_store.h; `sm_90a`: exactly 9.0). BackendUnavailable when none does.
 const std::string& target_for(const OpSchema& schema, Backend backend, Device device);
+
+// The target target_for would pick without a device at hand (`ejk bundle build`): for a CUDA
+// device of compute capability major.minor, or for a CPU with exactly `features` (the spec
+// names of its target's `requires`); nullptr when no target of the spec runs there.
+const TargetDef* cuda_target_for(const OpSchema& schema, int major, int minor);
+const TargetDef* cpu_target_for(const OpSchema& schema, const std::vector<std::string>& features);
 
 }  // namespace ejk::engine

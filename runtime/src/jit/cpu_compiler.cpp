@@ -197,6 +197,8 @@ std::string join(const std::vector<std::string>& items, char sep) {
 
 bool CpuCompiler::available() { return true; }
 
+std::string CpuCompiler::unavailable_reason() { return {}; }
+
 CpuCompiler& CpuCompiler::instance() {
   static CpuCompiler compiler;  // C++ guarantees thread-safe one-time construction
   return compiler;

@@ -23,11 +23,14 @@ struct CpuSource {
   std::string march{};
 };
 
+// Implemented twice: by Clang in the CPU JIT plugin (cpu_compiler.cpp), and in libejk by calls
+// into that plugin (cpu_jit_client.cpp), which libejk loads on first need.
 class CpuCompiler {
  public:
-  // False when the library was built without EJK_ENABLE_ORC_JIT; then instance() throws
-  // BackendUnavailable.
+  // False when the library was built without EJK_ENABLE_ORC_JIT or the plugin (or the LLVM 19
+  // it needs) is not installed; then instance() throws BackendUnavailable saying which.
   static bool available();
+  static std::string unavailable_reason();  // empty when available()
   // One per process, created on first use (thread-safe). compile() may run on several threads.
   static CpuCompiler& instance();
 

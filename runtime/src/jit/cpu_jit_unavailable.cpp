@@ -21,6 +21,10 @@ namespace {
 
 bool CpuCompiler::available() { return false; }
 
+std::string CpuCompiler::unavailable_reason() {
+  return "this build has no LLVM ORC JIT (configured with EJK_ENABLE_ORC_JIT=OFF)";
+}
+
 CpuCompiler& CpuCompiler::instance() { throw_unavailable("CpuCompiler::instance"); }
 
 CpuCompiler::CpuCompiler() { throw_unavailable("CpuCompiler"); }

@@ -1,4 +1,5 @@
 // Loads CPU kernel objects into one process-wide LLVM ORC LLJIT and returns entry points.
+// Implemented in the CPU JIT plugin (cpu_loader.cpp) and, in libejk, by calls into it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,7 +11,8 @@ namespace ejk::jit {
 class CpuLoader {
  public:
   // One per process, created on first use (thread-safe). Throws BackendUnavailable when the
-  // library was built without EJK_ENABLE_ORC_JIT or LLVM cannot target this host.
+  // library was built without EJK_ENABLE_ORC_JIT, the plugin is not installed or LLVM cannot
+  // target this host.
   static CpuLoader& instance();
 
   // Links the object (validated by the cache before it gets here) into its own JITDylib, so

@@ -1,0 +1,95 @@
+"""flash_attention under jax.jit against the float64 reference: masks, soft-capping, sinks, GQA,
+bias, segment ids, packed varlen, dtypes, and a head_dim outside the built-in set (JIT)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reference
+from conftest import assert_close
+from ejk.jax import flash_attention
+
+STATIC = ("softmax_scale", "causal", "sliding_window", "logits_soft_cap", "normalize_output", "return_lse")
+
+
+def qkv(rng, b=2, sq=70, sk=90, hq=4, hkv=2, d=64, dtype=jnp.float32):
+    shapes = [(b, sq, hq, d), (b, sk, hkv, d), (b, sk, hkv, d)]
+    return [jnp.asarray(rng.standard_normal(s), dtype) for s in shapes]
+
+
+def run_jit(*args, **opts):
+    return jax.jit(flash_attention, static_argnames=STATIC)(*args, return_lse=True, **opts)
+
+
+CASES = {
+    "plain": {},
+    "causal": dict(causal=True),
+    "window": dict(sliding_window=(16, 8)),
+    "window_int": dict(sliding_window=12),
+    "causal_window_softcap": dict(causal=True, sliding_window=(20, 0), logits_soft_cap=5.0),
+    "scale_unnormalized": dict(softmax_scale=0.3, normalize_output=False),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_masks_and_logits(rng, name):
+    q, k, v = qkv(rng)
+    out, lse = run_jit(q, k, v, **CASES[name])
+    ref_out, ref_lse = reference.flash_attention(q, k, v, **CASES[name])
+    assert_close(out, ref_out)
+    assert_close(lse, ref_lse)
+
+
+@pytest.mark.parametrize("per_head", [False, True], ids=["sinks_shared", "sinks_per_head"])
+def test_sinks(rng, per_head):
+    q, k, v = qkv(rng, hq=4, hkv=1)  # MQA too
+    sinks = jnp.asarray(rng.standard_normal((4, 3) if per_head else (3,)), jnp.float32)
+    out, lse = run_jit(q, k, v, None, None, None, None, None, None, sinks, causal=True)
+    ref_out, ref_lse = reference.flash_attention(q, k, v, softmax_aux=sinks, causal=True)
+    assert_close(out, ref_out)
+    assert_close(lse, ref_lse)
+
+
+def test_bias_and_segments(rng):
+    q, k, v = qkv(rng, sq=64, sk=64)
+    bias = jnp.asarray(rng.standard_normal((1, 4, 64, 64)), jnp.float32)
+    seg = jnp.asarray(np.repeat([[0, 1, 1, -1]], 16, axis=1).repeat(2, axis=0), jnp.int32)
+    out, lse = run_jit(q, k, v, None, bias, seg, seg)
+    ref_out, ref_lse = reference.flash_attention(q, k, v, bias=bias, q_segment_ids=seg, kv_segment_ids=seg)
+    assert_close(out, ref_out)
+    assert_close(lse, ref_lse)
+
+
+def test_varlen(rng):
+    cu_q, cu_k = np.array([0, 17, 17, 60], np.int32), np.array([0, 30, 41, 100], np.int32)
+    q = jnp.asarray(rng.standard_normal((60, 4, 64)), jnp.float32)
+    k, v = (jnp.asarray(rng.standard_normal((100, 2, 64)), jnp.float32) for _ in range(2))
+    out, lse = run_jit(q, k, v, None, None, None, None, jnp.asarray(cu_q), jnp.asarray(cu_k), causal=True,
+                       logits_soft_cap=10.0)
+    ref_out, ref_lse = reference.flash_attention(q, k, v, cum_seqlens_q=cu_q, cum_seqlens_k=cu_k, causal=True,
+                                                 logits_soft_cap=10.0)
+    assert_close(out, ref_out)
+    assert_close(lse, ref_lse)
+
+
+def test_bfloat16(rng):
+    q, k, v = qkv(rng, dtype=jnp.bfloat16, d=128)
+    out = jax.jit(flash_attention, static_argnames=STATIC)(q, k, v, causal=True)
+    assert out.dtype == jnp.bfloat16
+    assert_close(out, reference.flash_attention(q, k, v, causal=True)[0], "bfloat16")
+
+
+def test_new_head_dim_compiles(rng):
+    q, k, v = qkv(rng, d=80, hq=2, hkv=2)
+    out = jax.jit(flash_attention, static_argnames=STATIC)(q, k, v, sliding_window=(32, 32))
+    assert_close(out, reference.flash_attention(q, k, v, sliding_window=(32, 32))[0])
+
+
+def test_seed_call_form(rng):
+    """Positional tensors, keyword options and the defaults of ejkernel.modules.flash_attention."""
+    q, k, v = qkv(rng)
+    out = flash_attention(q, k, v, None, None, None, None, None, None, None, softmax_scale=None, dropout_prob=0.0,
+                          causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
+                          normalize_output=True, precision=jax.lax.Precision.DEFAULT, logits_dtype=jnp.float32)
+    assert out.shape == q.shape
+    assert_close(out, reference.flash_attention(q, k, v)[0])
