@@ -112,6 +112,7 @@ inline engine::PlanData flash_plan(const VariantKey& key) {
   plan.device = Device{DeviceKind::cuda, 0};
   plan.key = key;
   plan.key_string = to_string(key);
+  plan.op->plan_facts(plan, plan.facts);
   plan.main.cuda = loaded_kernel(key);
   for (const VariantKey& c : ops::flash_attention_op().companions(key)) {
     engine::Variant v;

@@ -32,11 +32,18 @@ struct PlanId {
   bool operator==(const PlanId& o) const { return std::memcmp(this, &o, sizeof(PlanId)) == 0; }
 };
 
+static_assert(sizeof(PlanId) % sizeof(uint64_t) == 0);
+
 struct PlanIdHash {
   size_t operator()(const PlanId& id) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(&id);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a: a few hundred bytes, no allocation
-    for (size_t i = 0; i < sizeof(PlanId); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    // A word at a time: a byte-wise hash of these few hundred bytes cost ~0.5 us per call.
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(PlanId); i += sizeof(uint64_t)) {
+      uint64_t w;
+      std::memcpy(&w, reinterpret_cast<const unsigned char*>(&id) + i, sizeof(w));
+      h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+      h ^= h >> 29;
+    }
     return h;
   }
 };
@@ -75,6 +82,7 @@ std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanI
   p->key_string = to_string(p->key);
   p->axes = id.axes;
   p->problem = id.problem;
+  b.op->plan_facts(*p, p->facts);
   if (!load) return p;
   p->main = acquire_variant(s, p->key, b.device);
   for (const VariantKey& c : b.op->companions(p->key))
@@ -126,15 +134,25 @@ std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool l
   static std::unordered_map<PlanId, std::shared_ptr<const PlanData>, PlanIdHash> plans;
   constexpr size_t kMaxPlans = 4096;  // many distinct sequence lengths: start over, not grow
   const PlanId id = plan_id(b, backend);
+  // A thread calling one op with one shape back to back: no hash, no lock. Plans never change,
+  // so the held one stays right after the table is cleared.
+  thread_local PlanId last_id;
+  thread_local std::shared_ptr<const PlanData> last;
+  if (last != nullptr && last_id == id) return last;
+  std::shared_ptr<const PlanData> p;
   {
     std::lock_guard lk(mu);
-    if (auto it = plans.find(id); it != plans.end()) return it->second;
+    if (auto it = plans.find(id); it != plans.end()) p = it->second;
   }
-  std::shared_ptr<const PlanData> p = make_plan(b, backend, id, load);
-  if (!load) return p;
-  std::lock_guard lk(mu);
-  if (plans.size() >= kMaxPlans) plans.clear();
-  return plans.emplace(id, std::move(p)).first->second;
+  if (p == nullptr) {
+    p = make_plan(b, backend, id, load);
+    if (!load) return p;
+    std::lock_guard lk(mu);
+    if (plans.size() >= kMaxPlans) plans.clear();
+    p = plans.emplace(id, std::move(p)).first->second;
+  }
+  last_id = id, last = p;
+  return p;
 }
 
 bool plan_matches(const Bound& b, Backend backend, const PlanData& plan) {

@@ -2,6 +2,8 @@
 // by what determines them), run it on the CPU or launch it on the stream.
 #pragma once
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,13 @@ struct PlanData {
   std::vector<Variant> companions;  // the op's companions(key), in its order
   AxisValues axes;                  // what the key was built from
   ProblemValues problem;
+  alignas(16) unsigned char facts[OpDef::kFactBytes] = {};  // OpDef::plan_facts
 
+  template <class T>
+  const T& facts_as() const {
+    static_assert(sizeof(T) <= OpDef::kFactBytes && alignof(T) <= 16 && std::is_trivially_copyable_v<T>);
+    return *std::launder(reinterpret_cast<const T*>(facts));
+  }
   RunInfo info() const;
 };
 

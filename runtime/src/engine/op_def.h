@@ -107,6 +107,10 @@ class OpDef {
     size_t scratch_bytes = 0, counter_bytes = 0;
   };
   virtual Workspace cuda_workspace(const Bound&, const PlanData&) const { return {}; }
+  // Facts an op derives from its plan's key once (tile sizes, kernel family), kept in the plan
+  // (PlanData::facts_as) so that a call reads them instead of looking the key's axes up by name.
+  static constexpr size_t kFactBytes = 128;
+  virtual void plan_facts(const PlanData&, void* /*facts*/) const {}
   // Dynamic shared memory a CUDA key launches with, for reports without a problem (`ejk compile`).
   virtual int64_t cuda_dynamic_smem(const VariantKey&) const { return 0; }
 

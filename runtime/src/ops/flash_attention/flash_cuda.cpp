@@ -225,7 +225,7 @@ void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& sha
 
 // FlashAttentionOp's CUDA hooks live here, with the CUDA build.
 engine::OpDef::Workspace FlashAttentionOp::cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const {
-  const FlashKeyFacts f = flash_key_facts(schema(), plan.key);
+  const FlashKeyFacts& f = plan.facts_as<FlashPlanFacts>().cuda;
   Workspace w;
   // The persistent sm90a blocks' work counter: two u32 (flash_fwd_sm90_schedule.cuh sm90_draw).
   if (f.wgmma) w.counter_bytes = 2 * sizeof(u32);
@@ -240,7 +240,8 @@ int64_t FlashAttentionOp::cuda_dynamic_smem(const VariantKey& key) const {
 void FlashAttentionOp::cuda_launch(const engine::Bound& b, const engine::PlanData& plan,
                                    engine::CudaLaunchContext& lc) const {
   const FlashFwdParams p = params(b);
-  launch_flash_fwd(lc, flash_fwd_launch_shape(flash_key_facts(schema(), plan.key), p, lc.device().sm_count), p);
+  const FlashKeyFacts& f = plan.facts_as<FlashPlanFacts>().cuda;
+  launch_flash_fwd(lc, flash_fwd_launch_shape(f, p, lc.device().sm_count), p);
 }
 
 }  // namespace ejk::ops

@@ -9,6 +9,7 @@
 #include "ejk/core/schema.h"
 #include "ejk/kernels/common/flash_params.h"
 #include "engine/cuda_exec.h"
+#include "ops/flash_attention/flash_op.h"
 
 namespace ejk::ops {
 
@@ -28,12 +29,7 @@ struct FlashLaunchShape {
   int64_t launches() const;
 };
 
-// The tile facts of a key: its family (`wgmma`: the sm90a family, for targets whose spec var
-// `sm` is 90 or more), head_dim, blocks, and its .items and .bias flags.
-struct FlashKeyFacts {
-  bool wgmma = false, per_item = false, bias = false;
-  int64_t head_dim = 0, block_q = 0, block_k = 0;
-};
+// The tile facts of a key (FlashKeyFacts, flash_op.h), read from its axes and its target's spec vars.
 FlashKeyFacts flash_key_facts(const OpSchema& schema, const VariantKey& key);
 
 // Dynamic shared memory a key launches with (for reports without params, e.g. `ejk compile`).

@@ -11,6 +11,10 @@
 #include "ops/flash_attention/flash_reference.h"
 #include "registry.h"
 
+#if EJK_HAVE_CUDA
+#include "ops/flash_attention/flash_cuda.h"
+#endif
+
 namespace ejk::ops {
 namespace {
 
@@ -151,9 +155,17 @@ engine::CpuWork FlashAttentionOp::cpu_prepare(const engine::Bound& b, const engi
                                               void* params) const {
   static_assert(sizeof(FlashFwdParams) <= kParamBytes);
   auto* p = new (params) FlashFwdParams(this->params(b));
-  const int64_t block_q = plan.key.get_int("block_q");
+  const int64_t block_q = plan.facts_as<FlashPlanFacts>().block_q;
   if (detail::kv_staging_wanted(*p, block_q)) detail::stage_kv_head_major(*p, b.dtype);
   return {flash_fwd_num_tasks(*p, block_q)};
+}
+
+void FlashAttentionOp::plan_facts(const engine::PlanData& plan, void* facts) const {
+  auto* f = new (facts) FlashPlanFacts{};
+  f->block_q = plan.key.get_int("block_q");
+#if EJK_HAVE_CUDA
+  if (plan.backend == Backend::cuda) f->cuda = flash_key_facts(schema(), plan.key);
+#endif
 }
 
 std::vector<VariantKey> FlashAttentionOp::companions(const VariantKey& key) const {

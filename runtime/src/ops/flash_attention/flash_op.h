@@ -7,6 +7,19 @@
 
 namespace ejk::ops {
 
+// The tile facts of a CUDA key: its family (`wgmma`: the sm90a family, for targets whose spec
+// var `sm` is 90 or more), head_dim, blocks, and its .items and .bias flags.
+struct FlashKeyFacts {
+  bool wgmma = false, per_item = false, bias = false;
+  int64_t head_dim = 0, block_q = 0, block_k = 0;
+};
+
+// What a plan's key says, read once (OpDef::plan_facts): block_q, and a CUDA key's tile facts.
+struct FlashPlanFacts {
+  int64_t block_q = 0;
+  FlashKeyFacts cuda;
+};
+
 class FlashAttentionOp final : public engine::OpDef {
  public:
   FlashAttentionOp();
@@ -14,6 +27,7 @@ class FlashAttentionOp final : public engine::OpDef {
   void check(const engine::Bound& b) const override;
   void problem(const engine::Bound& b, engine::ProblemValues& v) const override;
   std::vector<VariantKey> companions(const VariantKey& key) const override;
+  void plan_facts(const engine::PlanData& plan, void* facts) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
