@@ -1,8 +1,10 @@
 // The product's numbers: flash attention through the public API as a framework calls it, back
 // to back on one stream, timed with CUDA events (and the host clock for host time per call).
 //
-//   bench_api overhead [--cpu]       host time per call of a warm variant (C++ API and C ABI),
-//                                    and whether small calls run GPU-bound
+//   bench_api overhead [--cpu]       host time per call of a warm variant (C++ API, C ABI and a
+//                                    plan's run), the CUDA driver's share of it (four TMA
+//                                    encodes and one launch of an empty kernel with the same
+//                                    parameter bytes), and whether small calls run GPU-bound
 //   bench_api row D S CAUSAL [REPS]  one row of the forward grid (bf16, B*S = 16k, H*D = 2048):
 //                                    TFLOP/s back to back and of the kernel alone, one JSON line
 //
@@ -22,11 +24,15 @@
 #include "ejk/flash_attention.h"
 #else
 #include "ejk/ejk.h"
+#include "ejk/op.h"
 #include "ejk/ops/flash_attention.h"
 #endif
 
 #if EJK_BENCH_CUDA
+#include <cuda.h>
 #include <cuda_runtime.h>
+
+#include "ejk/kernels/common/flash_params.h"
 #endif
 
 namespace {
@@ -202,6 +208,45 @@ double back_to_back_ms(F&& call, int rounds, int n) {
   return median(ms);
 }
 
+#ifndef EJK_BENCH_OLD_API
+// The C++ API's plan/run split for the same call: run() binds and launches, no plan lookup.
+ejk::Args args_of(Buffers& x) {
+  ejk::Args a;
+  a.set("q", x.q.view()).set("k", x.k.view()).set("v", x.v.view()).set("out", x.out.view()).set("lse", x.lse.view());
+  a.set("causal", x.opt.causal);
+  return a;
+}
+#endif
+
+// What the driver alone costs per call of the sm90a kernels: four tensor maps encoded and one
+// launch of an empty kernel taking the same parameter bytes (params and maps by value).
+struct FloorArgs {
+  ejk::FlashFwdParams p;
+  alignas(64) unsigned char maps[4][128];
+};
+__global__ void empty_kernel(const __grid_constant__ FloorArgs) {}
+
+double driver_floor_us(const Problem& p, Buffers& x, cudaStream_t stream) {
+  FloorArgs a{};
+  auto call = [&] {
+    const cuuint64_t dims[4] = {cuuint64_t(p.d), cuuint64_t(p.s), cuuint64_t(p.h), cuuint64_t(p.b)};
+    const cuuint64_t strides[3] = {cuuint64_t(p.h * p.d * 2), cuuint64_t(p.d * 2), cuuint64_t(p.s * p.h * p.d * 2)};
+    const cuuint32_t box[4] = {64, 128, 1, 1}, ones[4] = {1, 1, 1, 1};
+    void* bases[4] = {x.q.data(), x.k.data(), x.v.data(), x.out.data()};
+    for (int i = 0; i < 4; ++i)
+      if (cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(a.maps[i]), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                                 bases[i], dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
+        std::exit(1);
+      }
+    empty_kernel<<<132, 384, 0, stream>>>(a);
+  };
+  for (int i = 0; i < 20; ++i) call();
+  return host_us_per_call(call, [] { check(cudaDeviceSynchronize(), "sync"); }, 21, 200);
+}
+
 void overhead_cuda() {
   const ejk::Device gpu{ejk::DeviceKind::cuda, 0};
   for (const Problem& p : {Problem{1, 128, 16, 128, true, ejk::DType::bf16}, Problem{1, 4096, 16, 128, false, ejk::DType::bf16}}) {
@@ -213,12 +258,22 @@ void overhead_cuda() {
     const int n = p.s <= 256 ? 200 : 20;
     const double cpp = host_us_per_call([&] { call_cpp(x, nullptr); }, sync, 21, n);
     const double c = host_us_per_call([&] { call_c(x, p, nullptr); }, sync, 21, n);
+#ifdef EJK_BENCH_OLD_API
+    const double planned = 0;
+#else
+    const ejk::Args args = args_of(x);
+    ejk::Context ctx;
+    const ejk::Plan plan = ejk::plan("flash_attention", args, ctx);
+    const double planned = host_us_per_call([&] { plan.run(args, ctx); }, sync, 21, n);
+#endif
+    const double floor = driver_floor_us(p, x, nullptr);
     const double alone = kernel_alone_ms([&] { call_cpp(x, nullptr); }, 31);
     const double b2b = back_to_back_ms([&] { call_cpp(x, nullptr); }, 11, n);
     std::printf("{\"what\": \"cuda_overhead\", \"shape\": \"b%lld s%lld h%lld d%lld%s bf16\", \"cpp_us\": %.3f, "
-                "\"c_us\": %.3f, \"kernel_alone_us\": %.3f, \"back_to_back_us\": %.3f, \"ratio\": %.4f}\n",
+                "\"c_us\": %.3f, \"plan_run_us\": %.3f, \"driver_floor_us\": %.3f, \"kernel_alone_us\": %.3f, "
+                "\"back_to_back_us\": %.3f, \"ratio\": %.4f}\n",
                 (long long)p.b, (long long)p.s, (long long)p.h, (long long)p.d, p.causal ? " causal" : "", cpp, c,
-                alone * 1e3, b2b * 1e3, alone / b2b);
+                planned, floor, alone * 1e3, b2b * 1e3, alone / b2b);
   }
 }
 

@@ -6,11 +6,12 @@
 set -euo pipefail
 src=$(cd "$1" && pwd); build=$(cd "$2" && pwd); out=$3
 here=$(cd "$(dirname "$0")" && pwd)
-flags=(-O2 -std=c++20 -I"$src/runtime/include" -I"$src/kernels" -I"$src/core/include" -L"$build/runtime" -lejk)
+flags=(-O2 -std=c++20 -I"$src/runtime/include" -I"$src/kernels" -I"$src/core/include")
+libs=(-L"$build/runtime" -lejk)  # after the source: linkers that drop unneeded libraries read in order
 [[ ${EJK_BENCH_OLD_API:-0} == 1 ]] && flags+=(-DEJK_BENCH_OLD_API)
 mkdir -p "$(dirname "$out")"
 if command -v nvcc >/dev/null; then
-  nvcc -x cu -arch=sm_90 -DEJK_BENCH_CUDA=1 "${flags[@]}" -Xlinker -rpath,"$build/runtime" "$here/bench_api.cpp" -o "$out"
+  nvcc -x cu -arch=sm_90 -DEJK_BENCH_CUDA=1 "${flags[@]}" "$here/bench_api.cpp" "${libs[@]}" -lcuda -Xlinker -rpath,"$build/runtime" -o "$out"
 else
-  g++ "${flags[@]}" -Wl,-rpath,"$build/runtime" "$here/bench_api.cpp" -o "$out"
+  g++ "${flags[@]}" "$here/bench_api.cpp" "${libs[@]}" -Wl,-rpath,"$build/runtime" -o "$out"
 fi
