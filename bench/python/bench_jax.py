@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Flash attention forward through ejk.jax under jax.jit, against JAX's cuDNN attention
+(jax.nn.dot_product_attention(implementation="cudnn")) in the same process, row by row.
+
+  bench_jax.py [--d 64,128] [--s 1024,4096,16384] [--causal 0,1] [--passes 3] [--out out/bench/python]
+
+bf16, B*S = 16k tokens, H*D = 2048 (the forward grid). Per row: TFLOP/s of N jitted calls back to
+back (wall clock from the first dispatch to the last result: the device time when the host keeps
+ahead), the ratio to cuDNN, and host time per call (N dispatches without waiting, median over
+rounds). A small call (B=1, S=128, H=16, D=128, causal) shows the host cost where it matters.
+Prints a table; writes OUT/jax.jsonl.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from ejk.jax import flash_attention
+
+
+def flops(b, s, h, d, causal):
+    pairs = s * (s + 1) / 2 if causal else s * s
+    return 4.0 * b * h * d * pairs
+
+
+def inputs(b, s, h, d):
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    return [jax.random.normal(k, (b, s, h, d), jnp.bfloat16) for k in keys]
+
+
+def candidates(causal):
+    ours = jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=causal))
+    cudnn = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn"))
+    return {"ejk": ours, "cudnn": cudnn}
+
+
+def back_to_back_s(f, args, n):
+    """Seconds per call of n calls dispatched back to back, median of 5 rounds."""
+    per = []
+    for _ in range(5):
+        jax.block_until_ready(f(*args))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            out = f(*args)
+        jax.block_until_ready(out)
+        per.append((time.perf_counter() - t0) / n)
+    return statistics.median(per)
+
+
+def host_us(f, args, n=20, rounds=21):
+    """Host microseconds per dispatch, the device drained between rounds."""
+    per = []
+    for _ in range(rounds):
+        jax.block_until_ready(f(*args))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            out = f(*args)
+        per.append((time.perf_counter() - t0) / n * 1e6)
+        jax.block_until_ready(out)
+    return statistics.median(per)
+
+
+def row(d, s, causal):
+    b, h = 16384 // s, 2048 // d
+    args = inputs(b, s, h, d)
+    r = {"d": d, "s": s, "causal": causal}
+    for name, f in candidates(bool(causal)).items():
+        try:
+            sec = back_to_back_s(f, args, n=max(5, 200 * 1024 // s))
+            r[name] = flops(b, s, h, d, causal) / sec / 1e12
+            r[name + "_host_us"] = host_us(f, args)
+        except Exception as e:  # a peer without this shape: say so, keep going
+            r[name + "_error"] = str(e).splitlines()[0][:200]
+    return r
+
+
+def small_call():
+    args = inputs(1, 128, 16, 128)
+    r = {"what": "small call b1 s128 h16 d128 causal"}
+    for name, f in candidates(True).items():
+        r[name + "_host_us"] = host_us(f, args, n=200)
+        r[name + "_per_call_us"] = back_to_back_s(f, args, n=2000) * 1e6
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", default="64,128")
+    ap.add_argument("--s", default="1024,4096,16384")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--out", default="out/bench/python")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    print(jax.devices()[0].device_kind, "jax", jax.__version__)
+    rows = [(d, s, c) for d in map(int, a.d.split(",")) for c in map(int, a.causal.split(","))
+            for s in map(int, a.s.split(","))]
+    results = []
+    with open(os.path.join(a.out, "jax.jsonl"), "w") as f:
+        small = small_call()
+        f.write(json.dumps(small) + "\n")
+        print(json.dumps(small))
+        for p in range(a.passes):
+            for d, s, c in rows:
+                r = dict(row(d, s, c), **{"pass": p})
+                f.write(json.dumps(r) + "\n")
+                results.append(r)
+    med = lambda rs, k: statistics.median(x[k] for x in rs) if all(k in x for x in rs) else None
+    print(f"{'row':>16} {'ejk':>7} {'cudnn':>7} {'x cuDNN':>7} {'host ejk':>9} {'host cudnn':>10}")
+    for d, s, c in rows:
+        rs = [x for x in results if (x["d"], x["s"], x["causal"]) == (d, s, c)]
+        m = {k: med(rs, k) for k in ("ejk", "cudnn", "ejk_host_us", "cudnn_host_us")}
+        f7 = lambda v: f"{v:7.1f}" if v else "      -"
+        ratio = f"{m['ejk'] / m['cudnn']:.3f}" if m["ejk"] and m["cudnn"] else "-"
+        print(f"d{d:<3} {'causal' if c else '':6} {s:5} {f7(m['ejk'])} {f7(m['cudnn'])} {ratio:>7} "
+              f"{f7(m['ejk_host_us']):>9} {f7(m['cudnn_host_us']):>10}")
+
+
+if __name__ == "__main__":
+    main()
