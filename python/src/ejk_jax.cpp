@@ -4,14 +4,9 @@
 //   CPU:  on XLA's intra-op thread pool (xla_pool.h);
 //   CUDA: on XLA's stream, on the device XLA runs the computation on.
 // Exported: the handlers (ejk_jax_<op>_<platform>) and ejk_jax_set_compile_notice.
-#include <chrono>
-#include <cstdio>
-#include <map>
-#include <mutex>
-#include <set>
-#include <string>
 #include <utility>
 
+#include "compile_notice.h"
 #include "ejk/ejk.h"
 #include "xla/ffi/api/ffi.h"
 #include "xla_pool.h"
@@ -207,38 +202,6 @@ auto merge_binding(B b) {
       .template Ret<ffi::AnyBuffer>();
 }
 
-// --- compile notice ---------------------------------------------------------------------------
-
-// A JIT compile that takes longer than the threshold says so on stderr, once per key: the first
-// call of a new variant is otherwise a silent pause of seconds.
-struct CompileNotice {
-  std::mutex mu;
-  double threshold_s = 1.0;
-  std::map<std::string, std::chrono::steady_clock::time_point> started;
-  std::set<std::string> told;
-};
-
-CompileNotice& notice() {
-  static CompileNotice* n = new CompileNotice();  // observed from compiling threads until exit
-  return *n;
-}
-
-void observe_compile(void*, const char* key, int started) {
-  CompileNotice& n = notice();
-  const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lk(n.mu);
-  if (started) {
-    n.started[key] = now;
-    return;
-  }
-  auto it = n.started.find(key);
-  if (it == n.started.end()) return;
-  const double seconds = std::chrono::duration<double>(now - it->second).count();
-  n.started.erase(it);
-  if (seconds < n.threshold_s || !n.told.insert(key).second) return;
-  std::fprintf(stderr, "ejk: JIT-compiled %s in %.1f s (the disk cache keeps it for later runs)\n", key, seconds);
-}
-
 }  // namespace
 }  // namespace ejk::jax
 
@@ -250,13 +213,7 @@ using ejk::jax::on_cuda;
 #define EJK_JAX_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Installs the compile observer; a compile of at least `seconds` is reported.
-EJK_JAX_EXPORT void ejk_jax_set_compile_notice(double seconds) {
-  {
-    std::lock_guard lk(ejk::jax::notice().mu);
-    ejk::jax::notice().threshold_s = seconds;
-  }
-  ejk_set_compile_observer(&ejk::jax::observe_compile, nullptr);
-}
+EJK_JAX_EXPORT void ejk_jax_set_compile_notice(double seconds) { ejk::python::CompileNotice::install(seconds); }
 
 // The handlers are the library's API (python/ejk.map keeps them and nothing else exported).
 #pragma GCC visibility push(default)
