@@ -101,11 +101,12 @@ def raise_for(status, lib):
 
 
 def dtype_code(name, dtype):
-    """ejk's code of a NumPy-like dtype; ValueError naming the argument for one ejkernel lacks."""
-    code = DTYPES.get(np.dtype(dtype).name)
+    """ejk's code of a NumPy-like dtype or a dtype's name ("bfloat16"); ValueError naming the
+    argument for one ejkernel lacks."""
+    key = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    code = DTYPES.get(key)
     if code is None:
-        raise ValueError(f"{name}: dtype {np.dtype(dtype).name} is not one ejkernel takes "
-                         f"(expected one of {', '.join(DTYPES)})")
+        raise ValueError(f"{name}: dtype {key} is not one ejkernel takes (expected one of {', '.join(DTYPES)})")
     return code
 
 

@@ -1,0 +1,280 @@
+"""ejkernel's ops for PyTorch, as custom ops (``torch.ops.ejk.*``): eager, torch.compile, CPU and CUDA.
+
+    import torch
+    from ejk.torch import flash_attention
+    out = torch.compile(flash_attention, fullgraph=True)(q, k, v, causal=True)
+
+The functions take the arguments of ``ejkernel.modules`` (as ``ejk.jax`` does) on torch tensors in
+the same layouts ([B, S, H, D]); what ejkernel (C++) does not implement raises NotImplementedError
+naming the argument, and a bad call raises ValueError with libejk's message, which names the
+argument (``q``, ``k``, ``v`` are query, key and value). Under torch.compile the check runs when
+the call is traced (the ops' fake kernels ask libejk, without data).
+
+The ops are C++ (``libejk_torch.so``, on the LibTorch stable ABI) and call libejk directly: on the
+CPU their tasks run on torch's intra-op threads, on CUDA on torch's current stream of the
+tensors' device, asynchronously. A variant outside the built-in set is compiled on its first run
+(a compile over a second says so on stderr) and cached on disk. ``mean_pooling`` is
+differentiable (twice); flash attention and the merge have no gradient yet.
+"""
+import ctypes
+import os
+
+import torch
+
+from . import _lib
+
+__all__ = ["flash_attention", "mean_pooling", "merge_attention_states"]
+
+
+def _load():
+    """Loads libejk_torch, whose ops register themselves with torch, and the compile notice."""
+    path = _lib.library_dir() / "libejk_torch.so"
+    if not path.exists():
+        raise ImportError(f"ejk.torch: {path} is missing: this ejk was built without PyTorch (pip builds it when "
+                          "torch >= 2.10 imports in the build environment: pip install --no-build-isolation .), "
+                          "or EJK_LIBRARY_DIR names a build without -DEJK_BUILD_TORCH=ON")
+    torch.ops.load_library(str(path))
+    lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)  # the same handle: for the setup function
+    lib.ejk_torch_set_compile_notice.argtypes = [ctypes.c_double]
+    lib.ejk_torch_set_compile_notice(1.0)
+    return lib
+
+
+_lib.libejk()  # first: libejk_torch binds to this private copy
+_torch_lib = _load()
+_ops = torch.ops.ejk
+
+
+# --- checks when traced ------------------------------------------------------------------------
+
+_DEVICES = {"cpu": (_lib.BACKEND_CPU, _lib.DEVICE_CPU), "cuda": (_lib.BACKEND_CUDA, _lib.DEVICE_CUDA)}
+
+
+def _check(op, tensors, scalars=()):
+    """libejk's checks of a call on its tensors' shapes, dtypes and devices (fake tensors: no data).
+
+    tensors: (name, tensor) pairs, None skipped; scalars: (name, kind, value). Skipped where a
+    shape is symbolic (a dynamic-shape trace): the op checks the same when it runs.
+    """
+    given = [(name, t) for name, t in tensors if t is not None]
+    where = _DEVICES.get(given[0][1].device.type)
+    if where is None or not all(isinstance(d, int) for _, t in given for d in t.shape):
+        return
+    args = _lib.ArgList()
+    for name, t in given:
+        args.tensor(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), device_kind=where[1])
+    for name, kind, value in scalars:
+        args.scalar(name, kind, value)
+    _lib.variant_key(op, args, where[0])
+
+
+def _tensor(name, x):
+    if x is not None and not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def _refuse(op, **unsupported):
+    """NotImplementedError naming the arguments ejkernel does not implement, if any is given."""
+    names = [name for name, given in unsupported.items() if given]
+    if names:
+        raise NotImplementedError(f"{op}: {', '.join(names)} {'is' if len(names) == 1 else 'are'} not supported "
+                                  "by ejkernel (C++)")
+
+
+def _no_gradient(op):
+    def backward(ctx, *grads):
+        raise NotImplementedError(f"{op}: ejkernel (C++) has no backward op for it yet, so it has no gradient")
+    return backward
+
+
+# --- flash attention ---------------------------------------------------------------------------
+
+_FLASH_TENSORS = ("q", "k", "v", "bias", "q_segment_ids", "kv_segment_ids", "cum_seqlens_q", "cum_seqlens_k",
+                  "softmax_aux")
+
+
+@torch.library.register_fake("ejk::flash_attention")
+def _flash_fake(q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux,
+                softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k):
+    scalars = [("causal", _lib.ARG_BOOL, causal), ("normalize_output", _lib.ARG_BOOL, normalize_output)]
+    for name, kind, value in (("softmax_scale", _lib.ARG_FLOAT, softmax_scale),
+                              ("sliding_window", _lib.ARG_INT_PAIR, sliding_window),
+                              ("logits_soft_cap", _lib.ARG_FLOAT, logits_soft_cap),
+                              ("max_seqlen_q", _lib.ARG_INT, max_seqlen_q), ("max_seqlen_k", _lib.ARG_INT, max_seqlen_k)):
+        if value is not None:
+            scalars.append((name, kind, value))
+    tensors = (q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux)
+    _check("flash_attention", zip(_FLASH_TENSORS, tensors), scalars)
+    lse = (1, q.shape[-2], q.shape[-3]) if cum_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
+    return q.new_empty(q.shape), q.new_empty(lse, dtype=torch.float32)
+
+
+torch.library.register_autograd("ejk::flash_attention", _no_gradient("flash_attention"),
+                                setup_context=lambda ctx, inputs, output: None)
+
+
+def _window(sliding_window):
+    """None, or [left, right]; an int w means (w, w) as in ejkernel.modules."""
+    if sliding_window is None:
+        return None
+    if isinstance(sliding_window, int):
+        return [sliding_window, sliding_window]
+    if isinstance(sliding_window, (tuple, list)) and len(sliding_window) == 2:
+        return [int(sliding_window[0]), int(sliding_window[1])]
+    raise ValueError(f"sliding_window: expected an int or a pair (left, right), got {sliding_window!r}")
+
+
+def _is_default_precision(precision):
+    return precision is None or str(getattr(precision, "name", precision)).upper() == "DEFAULT"
+
+
+def _is_float32(dtype):
+    if dtype is None or dtype is torch.float32 or dtype == "float32":
+        return True
+    return str(getattr(dtype, "name", getattr(dtype, "__name__", dtype))) == "float32"  # NumPy / JAX spellings
+
+
+def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment_ids=None, kv_segment_ids=None,
+                    cum_seqlens_q=None, cum_seqlens_k=None, softmax_aux=None, /, *, softmax_scale=None,
+                    dropout_prob=0.0, causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
+                    normalize_output=True, precision=None, logits_dtype=torch.float32, platform=None, cfg=None,
+                    mesh=None, in_specs=None, out_specs=None, max_seqlen_q=None, max_seqlen_k=None,
+                    return_lse=False):
+    """Flash attention forward, as ``ejkernel.modules.flash_attention``, on torch tensors.
+
+    Args:
+      query: [B, Sq, Hq, D]; packed varlen (with cum_seqlens_q): [Tq, Hq, D] or [1, Tq, Hq, D].
+      key, value: [B, Sk, Hkv, D] (varlen [Tk, Hkv, D] or [1, Tk, Hkv, D]); Hq a multiple of Hkv
+        (GQA/MQA). float32, bfloat16 or float16, all three alike, on one device (CPU or CUDA).
+      attention_mask: not supported (NotImplementedError): use segment ids, causal,
+        sliding_window, or a bias of 0 / -inf.
+      bias: [B|1, Hq|1, Sq, Sk] in query's dtype, added to the scaled logits (not with varlen).
+      q_segment_ids, kv_segment_ids: int32 [B, Sq] and [B, Sk], given together; a query sees only
+        keys of its own segment; -1 is padding.
+      cum_seqlens_q, cum_seqlens_k: int32 [N + 1], packed varlen: start of each sequence, from 0,
+        ending at Tq (Tk).
+      softmax_aux: float32 sinks, [S] shared by every head or [Hq, S]: logits that join the
+        softmax denominator only.
+      softmax_scale: multiplies q.k (default 1/sqrt(D)).
+      dropout_prob: 0 only (NotImplementedError otherwise); dropout_seed is then unused.
+      causal: key j is visible from query i only if j <= i (top-left aligned).
+      sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right].
+      logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
+      normalize_output: False: the output is not divided by the softmax denominator.
+      precision, logits_dtype: their defaults only (products are exact in the input dtype and
+        accumulate in float32).
+      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.
+      max_seqlen_q, max_seqlen_k: varlen: the longest sequences (default: the packed totals).
+      return_lse: also return lse.
+
+    Returns:
+      out [B, Sq, Hq, D] (query's shape and dtype); with return_lse, (out, lse) where lse is the
+      float32 log-sum-exp (natural log) of each row, [B, Hq, Sq] (varlen [1, Hq, Tq]). No
+      gradient: a backward through it raises NotImplementedError.
+    """
+    _refuse("flash_attention", attention_mask=attention_mask is not None, dropout_prob=dropout_prob != 0.0,
+            precision=not _is_default_precision(precision), logits_dtype=not _is_float32(logits_dtype),
+            platform=platform not in (None, "auto"), cfg=cfg is not None, mesh=mesh is not None,
+            in_specs=in_specs is not None, out_specs=out_specs is not None)
+    tensors = [_tensor(name, x) for name, x in zip(
+        ("query", "key", "value", "bias", "q_segment_ids", "kv_segment_ids", "cum_seqlens_q", "cum_seqlens_k",
+         "softmax_aux"),
+        (query, key, value, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux))]
+    out, lse = _ops.flash_attention.default(
+        *tensors, None if softmax_scale is None else float(softmax_scale), bool(causal), _window(sliding_window),
+        None if logits_soft_cap is None else float(logits_soft_cap), bool(normalize_output),
+        None if max_seqlen_q is None else int(max_seqlen_q), None if max_seqlen_k is None else int(max_seqlen_k))
+    return (out, lse) if return_lse else out
+
+
+# --- mean pooling ------------------------------------------------------------------------------
+
+@torch.library.register_fake("ejk::mean_pooling")
+def _pool_fake(x, cu_seqlens):
+    _check("mean_pooling", [("x", x), ("cu_seqlens", cu_seqlens)])
+    rows = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    return x.new_empty((rows, x.shape[-1]))
+
+
+@torch.library.register_fake("ejk::mean_pooling_backward")
+def _pool_backward_fake(g, cu_seqlens, tokens):
+    shape = (g.shape[0], tokens, g.shape[1]) if cu_seqlens is None else (tokens, g.shape[1])
+    dx = g.new_empty(shape)
+    _check("mean_pooling_backward", [("g", g), ("cu_seqlens", cu_seqlens), ("dx", dx)])
+    return dx
+
+
+def _pool_setup(ctx, inputs, output):
+    x, cu_seqlens = inputs
+    ctx.tokens = x.shape[-2]
+    ctx.save_for_backward(cu_seqlens)
+
+
+def _pool_backward(ctx, g):
+    """g / len at every token of its sequence."""
+    (cu_seqlens,) = ctx.saved_tensors
+    return _ops.mean_pooling_backward.default(g, cu_seqlens, ctx.tokens), None
+
+
+def _pool_backward_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+
+
+def _pool_backward_backward(ctx, gdx):
+    """The backward is linear in g, and its adjoint is the mean over each sequence again."""
+    (cu_seqlens,) = ctx.saved_tensors
+    return _ops.mean_pooling.default(gdx, cu_seqlens), None, None
+
+
+torch.library.register_autograd("ejk::mean_pooling", _pool_backward, setup_context=_pool_setup)
+torch.library.register_autograd("ejk::mean_pooling_backward", _pool_backward_backward,
+                                setup_context=_pool_backward_setup)
+
+
+def mean_pooling(x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg=None):
+    """Mean over the token axis, as ``ejkernel.modules.mean_pooling``; differentiable.
+
+    Args:
+      x: [B, T, D] (float32, bfloat16 or float16); packed varlen: [total_tokens, D].
+      cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, ending at
+        total_tokens.
+      chunk_size: a tiling knob of ejkernel's Triton kernel; unused here, as in its XLA one.
+      platform ("auto" or None), cfg: None only.
+
+    Returns:
+      [B, D] (varlen [N, D]) in x's dtype, summed in float32; a sequence without tokens gives 0.
+      Its gradient is the output's gradient divided by the length at every token.
+    """
+    _refuse("mean_pooling", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    if not isinstance(chunk_size, int):
+        raise ValueError(f"chunk_size: expected an int, got {chunk_size!r}")
+    return _ops.mean_pooling.default(_tensor("x", x), _tensor("cu_seqlens", cu_seqlens))
+
+
+# --- merge attention states --------------------------------------------------------------------
+
+@torch.library.register_fake("ejk::merge_attention_states")
+def _merge_fake(out_a, lse_a, out_b, lse_b):
+    _check("merge_attention_states", [("out_a", out_a), ("lse_a", lse_a), ("out_b", out_b), ("lse_b", lse_b)])
+    return out_a.new_empty(out_a.shape), lse_a.new_empty(lse_a.shape, dtype=torch.float32)
+
+
+torch.library.register_autograd("ejk::merge_attention_states", _no_gradient("merge_attention_states"),
+                                setup_context=lambda ctx, inputs, output: None)
+
+
+def merge_attention_states(out_a, lse_a, out_b, lse_b):
+    """Merges two partial attention results by their log-sum-exp (split-KV, cascade, ring).
+
+    Args:
+      out_a, out_b: [..., T, H, D] (float32, bfloat16 or float16), any number of leading dims.
+      lse_a, lse_b: float32 [..., H, T], natural log; -inf: that part saw no key.
+
+    Returns:
+      (out, lse): out [..., T, H, D] in out_a's dtype and lse [..., H, T]; where both LSEs are
+      -inf, out is 0 and lse -inf. No gradient yet.
+    """
+    operands = [_tensor(name, x) for name, x in (("out_a", out_a), ("lse_a", lse_a), ("out_b", out_b),
+                                                  ("lse_b", lse_b))]
+    return _ops.merge_attention_states.default(*operands)
