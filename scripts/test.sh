@@ -4,7 +4,8 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer with CUDA off, so the two passes also cover
 # both configurations (a machine without nvcc builds the second). Installs the
 # Debian dependencies first; after the Release pass runs the Python package's tests against its
-# libraries (scripts/test-python.sh: jax from PyPI in build/pyenv), and at the end the fuzz
+# libraries (scripts/test-python.sh: jax from PyPI in build/pyenv; scripts/test-torch.sh where
+# python3 imports torch, else the torch tests are skipped, saying so), and at the end the fuzz
 # targets for a bounded time. EJK_TEST_SANITIZERS=0, EJK_TEST_PYTHON=0 and EJK_TEST_FUZZ=0 skip
 # those passes (quick local runs).
 set -euo pipefail
@@ -29,6 +30,12 @@ run_suite build -DCMAKE_BUILD_TYPE=Release
 if [ "${EJK_TEST_PYTHON:-1}" != 0 ]; then
   echo "== Python package: JAX on the CPU (python/tests)"
   scripts/test-python.sh build
+  if "${EJK_TORCH_PYTHON:-python3}" -c "import torch, numpy, pytest" 2>/dev/null; then
+    echo "== Python package: PyTorch (python/tests/test_torch*.py)"
+    scripts/test-torch.sh build
+  else
+    echo "  skipped: the PyTorch tests: ${EJK_TORCH_PYTHON:-python3} has no torch (scripts/test-torch.sh runs them where it has)"
+  fi
 fi
 echo "== The installed package: examples/consumer against a cmake --install of the Release build"
 scripts/test-package.sh build
