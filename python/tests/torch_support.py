@@ -1,6 +1,8 @@
 """Shared by the ejk.torch tests (test_torch*.py): importing torch and ejk.torch, or skipping the
-module with a reason `pytest -rs` shows (CI installs no torch), and comparing with the float64
-reference by relative L2 error."""
+module with a reason `pytest -rs` shows (CI installs no torch), whether CPU variants can be
+compiled here, and comparing with the float64 reference by relative L2 error."""
+import ctypes
+import functools
 import os
 
 import numpy as np
@@ -22,6 +24,21 @@ def import_torch():
     except ImportError as e:
         pytest.skip(f"ejk.torch is not importable: {e}", allow_module_level=True)
     return torch
+
+
+@functools.cache
+def no_cpu_jit():
+    """Why no new CPU variant can be compiled with these libraries (None: it can). A GPU machine
+    without LLVM builds with -DEJK_ENABLE_ORC_JIT=OFF."""
+    from ejk import library_dir
+    plugin = library_dir() / "libejk_cpu_jit.so"
+    if not plugin.exists():
+        return f"no CPU JIT plugin in {plugin.parent} (built with -DEJK_ENABLE_ORC_JIT=OFF)"
+    try:
+        ctypes.CDLL(str(plugin), mode=os.RTLD_LOCAL)  # what libejk would load for its first compile
+    except OSError as e:
+        return f"the CPU JIT plugin does not load (no LLVM 19?): {e}"
+    return None
 
 
 def numpy64(x):
