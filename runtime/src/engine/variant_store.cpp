@@ -67,10 +67,12 @@ std::string cuda_hash(const CudaJob& j, const std::string& compiler) {
   return content_hash("cuda", j.key, j.source, compiler + j.arch);
 }
 
-// The compiler a bundle's cubin must come from: NVRTC here, or, where it is not installed, the
-// entry's own (a machine that cannot compile takes a cubin whose sources and generator match).
+// The compiler a bundle's cubin must come from: NVRTC here, or, where it is not installed or the
+// JIT is disabled, the entry's own (a process that cannot compile takes a cubin whose sources and
+// generator match, and does not load NVRTC, ~10 ms, only to name it).
 std::string bundle_compiler(const bundle::EntryMeta& m) {
 #if EJK_HAVE_CUDA
+  if (cache::jit_disabled()) return m.compiler;
   if (const cuda::NvrtcCompiler* nvrtc = cuda::NvrtcCompiler::load()) return nvrtc->identity();
 #endif
   return m.compiler;
