@@ -7,6 +7,8 @@
 //                                    parameter bytes), and whether small calls run GPU-bound
 //   bench_api row D S CAUSAL [REPS]  one row of the forward grid (bf16, B*S = 16k, H*D = 2048):
 //                                    TFLOP/s back to back and of the kernel alone, one JSON line
+//   bench_api loads D... [--causal]  one small CUDA call per head_dim in one process: each
+//                                    variant's source and load time (bundles, cache)
 //
 // "Kernel alone": each launch queued behind a spin kernel, so no host time can show in its
 // event interval. Built against the current API, or with -DEJK_BENCH_OLD_API against the API
@@ -219,16 +221,18 @@ ejk::Args args_of(Buffers& x) {
 #endif
 
 // What the driver alone costs per call of the sm90a kernels: four tensor maps encoded and one
-// launch of an empty kernel taking the same parameter bytes (params and maps by value).
+// launch of an empty kernel taking the same parameter bytes (params and maps by value); without
+// `encode`, the launch alone.
 struct FloorArgs {
   ejk::FlashFwdParams p;
   alignas(64) unsigned char maps[4][128];
 };
 __global__ void empty_kernel(const __grid_constant__ FloorArgs) {}
 
-double driver_floor_us(const Problem& p, Buffers& x, cudaStream_t stream) {
+double driver_floor_us(const Problem& p, Buffers& x, cudaStream_t stream, bool encode) {
   FloorArgs a{};
   auto call = [&] {
+    if (!encode) return empty_kernel<<<132, 384, 0, stream>>>(a);
     const cuuint64_t dims[4] = {cuuint64_t(p.d), cuuint64_t(p.s), cuuint64_t(p.h), cuuint64_t(p.b)};
     const cuuint64_t strides[3] = {cuuint64_t(p.h * p.d * 2), cuuint64_t(p.d * 2), cuuint64_t(p.s * p.h * p.d * 2)};
     const cuuint32_t box[4] = {64, 128, 1, 1}, ones[4] = {1, 1, 1, 1};
@@ -266,16 +270,33 @@ void overhead_cuda() {
     const ejk::Plan plan = ejk::plan("flash_attention", args, ctx);
     const double planned = host_us_per_call([&] { plan.run(args, ctx); }, sync, 21, n);
 #endif
-    const double floor = driver_floor_us(p, x, nullptr);
+    const double floor = driver_floor_us(p, x, nullptr, true), launch = driver_floor_us(p, x, nullptr, false);
     const double alone = kernel_alone_ms([&] { call_cpp(x, nullptr); }, 31);
     const double b2b = back_to_back_ms([&] { call_cpp(x, nullptr); }, 11, n);
     std::printf("{\"what\": \"cuda_overhead\", \"shape\": \"b%lld s%lld h%lld d%lld%s bf16\", \"cpp_us\": %.3f, "
-                "\"c_us\": %.3f, \"plan_run_us\": %.3f, \"driver_floor_us\": %.3f, \"kernel_alone_us\": %.3f, "
+                "\"c_us\": %.3f, \"plan_run_us\": %.3f, \"driver_floor_us\": %.3f, \"launch_only_us\": %.3f, \"kernel_alone_us\": %.3f, "
                 "\"back_to_back_us\": %.3f, \"ratio\": %.4f}\n",
                 (long long)p.b, (long long)p.s, (long long)p.h, (long long)p.d, p.causal ? " causal" : "", cpp, c,
-                planned, floor, alone * 1e3, b2b * 1e3, alone / b2b);
+                planned, floor, launch, alone * 1e3, b2b * 1e3, alone / b2b);
   }
 }
+
+#ifndef EJK_BENCH_OLD_API
+// Where each variant came from and what loading it cost, one call per head_dim in one process
+// (e.g. a bundle's variants under EJK_BUNDLE_PATH with EJK_DISABLE_JIT=1): the first pays the
+// process's one-time costs, the rest show the per-variant one.
+void loads(const std::vector<int64_t>& head_dims, bool causal) {
+  for (int64_t d : head_dims) {
+    const Problem p{1, 256, 4, d, causal, ejk::DType::bf16};
+    Buffers x = make(p, {ejk::DeviceKind::cuda, 0});
+    ejk::Context ctx;
+    const ejk::RunInfo info = ejk::flash_attention_into(x.in, x.opt, x.out.view(), x.lse.view(), ctx);
+    std::printf("{\"key\": \"%s\", \"source\": \"%s\", \"load_ms\": %.3f, \"compile_ms\": %.1f}\n", info.key.c_str(),
+                std::string(ejk::source_name(info.source)).c_str(), info.load_ms, info.compile_ms);
+  }
+  check(cudaDeviceSynchronize(), "sync");
+}
+#endif
 
 void row(int64_t d, int64_t s, bool causal, int reps) {
   const Problem p{16384 / s, s, 2048 / d, d, causal, ejk::DType::bf16};
@@ -302,6 +323,18 @@ int main(int argc, char** argv) {
       return 0;
     }
 #if EJK_BENCH_CUDA
+#ifndef EJK_BENCH_OLD_API
+    if (mode == "loads" && argc >= 3) {
+      std::vector<int64_t> dims;
+      bool causal = false;
+      for (int i = 2; i < argc; ++i) {
+        if (std::string(argv[i]) == "--causal") causal = true;
+        else dims.push_back(std::atoll(argv[i]));
+      }
+      loads(dims, causal);
+      return 0;
+    }
+#endif
     if (mode == "row" && argc >= 5) {
       row(std::atoll(argv[2]), std::atoll(argv[3]), std::atoi(argv[4]) != 0, argc > 5 ? std::atoi(argv[5]) : 30);
       return 0;
@@ -311,6 +344,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_api: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: bench_api overhead [--cpu] | row D S CAUSAL [REPS]\n");
+  std::fprintf(stderr, "usage: bench_api overhead [--cpu] | row D S CAUSAL [REPS] | loads D... [--causal]\n");
   return 2;
 }

@@ -7,13 +7,15 @@ backend (sdpa_kernel(SDPBackend.CUDNN_ATTENTION), also compiled) in the same pro
 bf16, B*S = 16k tokens, Hq*D = 2048 (the forward grid), [B, S, H, D] tensors (SDPA gets the
 [B, H, S, D] views of the same ones). Per row: device time per call from CUDA events around N
 calls back to back (after a warm-up, median of 5 batches), TFLOP/s (4*B*H*S*S*D, half for
-causal), the ratio to cuDNN, and host time per call (N calls without synchronising, then one
-sync; median of rounds). A small call (B=1, S=128, H=16, D=128, causal), where the host cost is
+causal), the ratio to cuDNN and to the same kernel called through the C ABI without PyTorch
+(ejk_run on preallocated outputs, torch's stream: what the custom op keeps of it), and host time
+per call (N calls without synchronising, then one sync; median of rounds). A small call (B=1, S=128, H=16, D=128, causal), where the host cost is
 what a caller sees, adds ejk.torch eagerly. Prints a table; writes OUT/torch.jsonl (every pass)
 and OUT/torch.json (the medians). Run from the repository root with ejk importable (pip install,
 or PYTHONPATH=python EJK_LIBRARY_DIR=BUILD/runtime).
 """
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -22,6 +24,7 @@ import time
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ejk import _lib
 from ejk.torch import flash_attention
 
 # One compiled graph per shape and mask: more than dynamo's default number of recompiles.
@@ -39,6 +42,30 @@ def inputs(b, s, h, d):
     return [torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3)]
 
 
+def c_abi(causal):
+    """The C++ path without PyTorch: ejk_run on preallocated outputs on torch's current stream
+    (ctypes), as a reference for what the custom op keeps of the kernel's throughput."""
+    lib, made = _lib.libejk(), {}
+
+    def call(q, k, v):
+        if q.shape not in made:  # descriptors and outputs once per shape, as a C++ caller would
+            b, s, h, d = q.shape
+            out, lse = torch.empty_like(q), torch.empty(b, h, s, device=q.device, dtype=torch.float32)
+            args = _lib.ArgList()
+            for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
+                args.tensor(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), t.data_ptr(),
+                            _lib.DEVICE_CUDA, t.device.index)
+            args.scalar("causal", _lib.ARG_BOOL, causal)
+            ctx = _lib.Context(ctypes.sizeof(_lib.Context), _lib.BACKEND_CUDA,
+                               torch.cuda.current_stream().cuda_stream, None, None)
+            made[q.shape] = (args, args.array(), ctx, out, lse)
+        _, (array, n), ctx, out, _ = made[q.shape]
+        _lib.raise_for(lib.ejk_run(b"flash_attention", array, n, ctypes.byref(ctx)), lib)
+        return out
+
+    return call
+
+
 def candidates(causal):
     def ejk(q, k, v):
         return flash_attention(q, k, v, causal=causal)
@@ -51,7 +78,7 @@ def candidates(causal):
 
     return {"ejk": torch.compile(ejk, fullgraph=True, dynamic=False),
             "cudnn": torch.compile(cudnn, fullgraph=True, dynamic=False),
-            "ejk_eager": ejk}
+            "ejk_eager": ejk, "c_abi": c_abi(causal)}
 
 
 def device_s(f, args, n, batches=5):
@@ -113,7 +140,7 @@ def small_call():
 
 
 def medians(results, rows):
-    keys = ("ejk", "cudnn", "ejk_ms", "cudnn_ms", "ejk_host_us", "cudnn_host_us")
+    keys = ("ejk", "cudnn", "c_abi", "ejk_ms", "cudnn_ms", "ejk_host_us", "cudnn_host_us", "c_abi_host_us")
     out = []
     for d, s, c in rows:
         rs = [x for x in results if (x["d"], x["s"], x["causal"]) == (d, s, c)]
@@ -123,6 +150,8 @@ def medians(results, rows):
                 m[k] = statistics.median(x[k] for x in rs)
         if "ejk" in m and "cudnn" in m:
             m["ratio"] = m["ejk"] / m["cudnn"]
+        if "ejk" in m and "c_abi" in m:
+            m["of_c_abi"] = m["ejk"] / m["c_abi"]
         errors = {k: x[k] for x in rs for k in x if k.endswith("_error")}
         out.append(dict(m, **errors))
     return out
@@ -133,11 +162,14 @@ def print_table(small, table):
     print(f"small call: host us/call ejk compiled {f(small.get('ejk_host_us'))}, eager "
           f"{f(small.get('ejk_eager_host_us'))}, cuDNN compiled {f(small.get('cudnn_host_us'))}; device us "
           f"{f(small.get('ejk_device_us'))} / {f(small.get('ejk_eager_device_us'))} / {f(small.get('cudnn_device_us'))}")
-    print(f"{'row':>16} {'TFLOP/s ejk':>11} {'cudnn':>7} {'x cuDNN':>7} {'host us ejk':>11} {'cudnn':>7}")
+    print(f"{'row':>16} {'TFLOP/s ejk':>11} {'cudnn':>7} {'C ABI':>7} {'x cuDNN':>7} {'x C ABI':>7} "
+          f"{'host us ejk':>11} {'cudnn':>7} {'C ABI':>7}")
     for m in table:
         ratio = f"{m['ratio']:.3f}" if "ratio" in m else "-"
+        of_c = f"{m['of_c_abi']:.3f}" if "of_c_abi" in m else "-"
         print(f"d{m['d']:<3} {'causal' if m['causal'] else '':6} {m['s']:5} {f(m.get('ejk'), 11)} "
-              f"{f(m.get('cudnn'))} {ratio:>7} {f(m.get('ejk_host_us'), 11)} {f(m.get('cudnn_host_us'))}")
+              f"{f(m.get('cudnn'))} {f(m.get('c_abi'))} {ratio:>7} {of_c:>7} {f(m.get('ejk_host_us'), 11)} "
+              f"{f(m.get('cudnn_host_us'))} {f(m.get('c_abi_host_us'))}")
         for k, v in m.items():
             if k.endswith("_error"):
                 print(f"    {k}: {v}")
