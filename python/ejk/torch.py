@@ -12,7 +12,10 @@ the call is traced (the ops' fake kernels ask libejk, without data).
 
 The ops are C++ (``libejk_torch.so``, on the LibTorch stable ABI) and call libejk directly: on the
 CPU their tasks run on torch's intra-op threads, on CUDA on torch's current stream of the
-tensors' device, asynchronously. A variant outside the built-in set is compiled on its first run
+tensors' device, asynchronously. They can be captured into a CUDA graph once they have run on the
+capturing stream (``torch.cuda.graph(g, stream=s)`` after a warm-up on ``s``): a stream's small
+workspace is allocated on its first run and cannot grow inside a capture (a ValueError says so).
+A variant outside the built-in set is compiled on its first run
 (a compile over a second says so on stderr) and cached on disk. ``mean_pooling`` is
 differentiable (twice); flash attention and the merge have no gradient yet.
 """
