@@ -43,34 +43,6 @@ std::optional<std::string> read_generator_version(std::span<const uint8_t> field
 
 }  // namespace
 
-void put_u16(std::vector<uint8_t>& out, uint16_t v) {
-  for (int i = 0; i < 2; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-uint16_t get_u16(std::span<const uint8_t> in, size_t at) {
-  return static_cast<uint16_t>(in[at] | in[at + 1] << 8);
-}
-
-uint32_t get_u32(std::span<const uint8_t> in, size_t at) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(in[at + i]) << (8 * i);
-  return v;
-}
-
-uint64_t get_u64(std::span<const uint8_t> in, size_t at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(in[at + i]) << (8 * i);
-  return v;
-}
-
 std::vector<uint8_t> encode_header(const Header& h) {
   std::vector<uint8_t> out(kMagic.begin(), kMagic.end());
   put_u32(out, h.format_version);

@@ -40,6 +40,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/le_bytes.h"
+
 namespace ejk::bundle {
 
 inline constexpr std::array<char, 8> kMagic = {'E', 'J', 'K', 'B', 'U', 'N', 'D', 'L'};
@@ -79,13 +81,7 @@ struct Record {
   uint64_t stored_checksum = 0, checksum = 0;
 };
 
-// Little-endian integers, whatever the host.
-void put_u16(std::vector<uint8_t>& out, uint16_t v);
-void put_u32(std::vector<uint8_t>& out, uint32_t v);
-void put_u64(std::vector<uint8_t>& out, uint64_t v);
-uint16_t get_u16(std::span<const uint8_t> in, size_t at);
-uint32_t get_u32(std::span<const uint8_t> in, size_t at);
-uint64_t get_u64(std::span<const uint8_t> in, size_t at);
+using util::get_u16, util::get_u32, util::get_u64, util::put_u16, util::put_u32, util::put_u64;
 
 std::vector<uint8_t> encode_header(const Header& h);
 std::vector<uint8_t> encode_record(const Record& r);

@@ -7,29 +7,12 @@
 #include "cache/disk_cache.h"
 #include "cache/entry_names.h"
 #include "util/hash.h"
+#include "util/le_bytes.h"
 
 namespace ejk::cache {
 namespace {
 
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-uint32_t get_u32(std::span<const uint8_t> in, size_t at) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(in[at + i]) << (8 * i);
-  return v;
-}
-
-uint64_t get_u64(std::span<const uint8_t> in, size_t at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(in[at + i]) << (8 * i);
-  return v;
-}
+using util::get_u32, util::get_u64, util::put_u32, util::put_u64;
 
 void put_string(std::vector<uint8_t>& out, const std::string& s) {
   out.insert(out.end(), s.begin(), s.end());
