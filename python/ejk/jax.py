@@ -21,13 +21,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
+from jax.sharding import PartitionSpec
 
-from . import _batching, _lib
+from . import _batching, _lib, _sharding
 
 __all__ = ["flash_attention", "mean_pooling", "merge_attention_states"]
 
 _OPS = ("flash_attention", "mean_pooling", "mean_pooling_backward", "merge_attention_states")
 _FLASH_OPTIONAL = ("bias", "q_segment_ids", "kv_segment_ids", "cum_seqlens_q", "cum_seqlens_k", "softmax_aux")
+# in_specs' order in ejkernel.modules (its shard_map wrapper's operands), not the positional one.
+_FLASH_SPEC_ORDER = ("query", "key", "value", "attention_mask", "bias", "softmax_aux", "cum_seqlens_q",
+                     "cum_seqlens_k", "q_segment_ids", "kv_segment_ids")
 
 
 def _register():
@@ -214,7 +218,19 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
       normalize_output: False: the output is not divided by the softmax denominator.
       precision, logits_dtype: their defaults only (products are exact in the input dtype and
         accumulate in float32).
-      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.
+      platform ("auto" or None), cfg: None only.
+      mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
+        device running the kernel on its local shard; given fewer, unsharded (as in
+        ejkernel.modules). in_specs: a PartitionSpec for each of query, key, value,
+        attention_mask, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids,
+        kv_segment_ids, in this order (ejkernel.modules' order, not the positional one); None
+        means replicated, or not given. out_specs: query's spec (out has its shape); with
+        return_lse, lse's follows ([B, Hq, Sq] as [B, Sq, Hq, D]), or pass the pair. Sharding
+        batch or heads is exact (shard k, v, bias, segment ids and [Hq, S] sinks alike).
+        Sharding a sequence axis is not, and nothing guards against it (nor in
+        ejkernel.modules): a query sees only its shard's keys, and causal and sliding_window
+        count positions within the shard. A mesh with explicit axes (jax.make_mesh's default)
+        needs the operands sharded as in_specs say already, as shard_map does.
       max_seqlen_q, max_seqlen_k: varlen: the longest sequences (default: the packed totals).
       return_lse: also return lse.
 
@@ -225,8 +241,7 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
     _refuse("flash_attention", attention_mask=attention_mask is not None, dropout_prob=dropout_prob != 0.0,
             precision=precision not in (None, jax.lax.Precision.DEFAULT, "default", "DEFAULT"),
             logits_dtype=logits_dtype is not None and np.dtype(logits_dtype) != np.float32,
-            platform=platform not in (None, "auto"), cfg=cfg is not None, mesh=mesh is not None,
-            in_specs=in_specs is not None, out_specs=out_specs is not None)
+            platform=platform not in (None, "auto"), cfg=cfg is not None)
     given = dict(zip(_FLASH_OPTIONAL, (bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k,
                                         softmax_aux)))
     given = {name: _array(name, x) for name, x in given.items() if x is not None}
@@ -240,8 +255,46 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
         max_seqlen_q=None if max_seqlen_q is None else _static("max_seqlen_q", max_seqlen_q, int),
         max_seqlen_k=None if max_seqlen_k is None else _static("max_seqlen_k", max_seqlen_k, int))
     operands = (_array("query", query), _array("key", key), _array("value", value), *given.values())
+    if _sharding.requested(mesh, in_specs, out_specs):
+        return _flash_sharded(_flash_op(o), ("query", "key", "value") + o.optional, operands, mesh, in_specs,
+                              out_specs, return_lse)
     out, lse = _flash_op(o)(*operands)
     return (out, lse) if return_lse else out
+
+
+def _flash_sharded(op, names, operands, mesh, in_specs, out_specs, return_lse):
+    """op under shard_map; in_specs in _FLASH_SPEC_ORDER (None: replicated, or not given);
+    out_specs: query's spec, or with return_lse also the pair (query's, lse's)."""
+    _sharding.check_mesh(mesh)
+    if (not isinstance(in_specs, (tuple, list)) or isinstance(in_specs, PartitionSpec)
+            or len(in_specs) != len(_FLASH_SPEC_ORDER)):
+        raise ValueError(f"in_specs: expected {len(_FLASH_SPEC_ORDER)} PartitionSpecs (None for an argument not "
+                         f"given), one for each of {', '.join(_FLASH_SPEC_ORDER)}, in this order; got {in_specs!r}")
+    by_name = dict(zip(_FLASH_SPEC_ORDER, in_specs))
+    specs = [PartitionSpec() if by_name[name] is None else by_name[name] for name in names]
+    for name, spec, x in zip(names, specs, operands):
+        _sharding.check_spec(f"in_specs[{_FLASH_SPEC_ORDER.index(name)}] ({name})", spec, x.shape, mesh)
+
+    q = operands[0]
+    jax.eval_shape(op, *operands)  # libejk's checks, on the global shapes
+    # out has query's shape and lse is [B, Hq, Sq]: any other spec would assemble the shards wrongly.
+    q_axes = _sharding.normal(specs[0], q.ndim)
+    lse_axes = (q_axes[0], q_axes[2], q_axes[1]) if q.ndim == 4 else (None, q_axes[1], q_axes[0])
+    lse_spec = PartitionSpec(*lse_axes)
+    pair = return_lse and isinstance(out_specs, (tuple, list)) and not isinstance(out_specs, PartitionSpec)
+    if pair and len(out_specs) == 2:
+        given = (("out_specs[0] (out)", out_specs[0], specs[0]), ("out_specs[1] (lse)", out_specs[1], lse_spec))
+    elif isinstance(out_specs, PartitionSpec):
+        given = (("out_specs", out_specs, specs[0]),)
+    else:
+        raise ValueError("out_specs: expected a PartitionSpec for the output" +
+                         (", or a pair of them for (out, lse)" if return_lse else "") + f"; got {out_specs!r}")
+    for where, spec, expected in given:
+        if not isinstance(spec, PartitionSpec) or _sharding.normal(spec, 4) != _sharding.normal(expected, 4):
+            raise ValueError(f"{where}: expected {expected}, as query's in_specs[0] shards it, got {spec!r}")
+    if return_lse:
+        return _sharding.run(op, mesh, specs, (specs[0], lse_spec), operands)
+    return _sharding.run(lambda *x: op(*x)[0], mesh, specs, specs[0], operands)
 
 
 # --- mean pooling ------------------------------------------------------------------------------
