@@ -94,7 +94,9 @@ Context to_context(const ejk_context* ctx, CpuExecutor& executor) {
 
 using namespace ejk;
 
-extern "C" uint32_t ejk_version(void) { return 0u << 16 | 2u << 8 | 0u; }
+extern "C" uint32_t ejk_version(void) {
+  return uint32_t{EJK_VERSION_MAJOR} << 16 | uint32_t{EJK_VERSION_MINOR} << 8 | uint32_t{EJK_VERSION_PATCH};
+}
 extern "C" uint32_t ejk_abi_version(void) { return EJK_ABI_VERSION; }
 
 extern "C" void ejk_context_init(ejk_context* ctx) {
