@@ -54,3 +54,9 @@ def test_merging_split_kv_halves_is_attention_over_all_keys(rng):
     b = flash_attention(q, k[:, 50:], v[:, 50:], return_lse=True)
     out, _ = merge_attention_states(a[0], a[1], b[0], b[1])
     assert_close(out, reference.flash_attention(q, k, v)[0])
+
+
+def test_library_and_package_versions_agree():
+    import ejk
+    from ejk import _lib
+    assert _lib.version() == ejk.__version__
