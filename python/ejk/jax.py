@@ -23,7 +23,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 from jax.sharding import PartitionSpec
 
-from . import _batching, _lib, _sharding
+from . import _batching, _docs, _lib, _sharding
 
 __all__ = ["flash_attention", "mean_pooling", "merge_attention_states"]
 
@@ -195,49 +195,6 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
                     normalize_output=True, precision=jax.lax.Precision.DEFAULT, logits_dtype=jnp.float32,
                     platform=None, cfg=None, mesh=None, in_specs=None, out_specs=None, max_seqlen_q=None,
                     max_seqlen_k=None, return_lse=False):
-    """Flash attention forward, as ``ejkernel.modules.flash_attention``.
-
-    Args:
-      query: [B, Sq, Hq, D]; packed varlen (with cum_seqlens_q): [Tq, Hq, D] or [1, Tq, Hq, D].
-      key, value: [B, Sk, Hkv, D] (varlen [Tk, Hkv, D] or [1, Tk, Hkv, D]); Hq a multiple of Hkv
-        (GQA/MQA). float32, bfloat16 or float16, all three alike.
-      attention_mask: not supported (NotImplementedError): use segment ids, causal,
-        sliding_window, or a bias of 0 / -inf.
-      bias: [B|1, Hq|1, Sq, Sk] in query's dtype, added to the scaled logits (not with varlen).
-      q_segment_ids, kv_segment_ids: int32 [B, Sq] and [B, Sk], given together; a query sees only
-        keys of its own segment; -1 is padding.
-      cum_seqlens_q, cum_seqlens_k: int32 [N + 1], packed varlen: start of each sequence, from 0,
-        ending at Tq (Tk).
-      softmax_aux: float32 sinks, [S] shared by every head or [Hq, S]: logits that join the
-        softmax denominator only.
-      softmax_scale: multiplies q.k (default 1/sqrt(D)).
-      dropout_prob: 0 only (NotImplementedError otherwise); dropout_seed is then unused.
-      causal: key j is visible from query i only if j <= i (top-left aligned).
-      sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right].
-      logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
-      normalize_output: False: the output is not divided by the softmax denominator.
-      precision, logits_dtype: their defaults only (products are exact in the input dtype and
-        accumulate in float32).
-      platform ("auto" or None), cfg: None only.
-      mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
-        device running the kernel on its local shard; given fewer, unsharded (as in
-        ejkernel.modules). in_specs: a PartitionSpec for each of query, key, value,
-        attention_mask, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids,
-        kv_segment_ids, in this order (ejkernel.modules' order, not the positional one); None
-        means replicated, or not given. out_specs: query's spec (out has its shape); with
-        return_lse, lse's follows ([B, Hq, Sq] as [B, Sq, Hq, D]), or pass the pair. Sharding
-        batch or heads is exact (shard k, v, bias, segment ids and [Hq, S] sinks alike).
-        Sharding a sequence axis is not, and nothing guards against it (nor in
-        ejkernel.modules): a query sees only its shard's keys, and causal and sliding_window
-        count positions within the shard. A mesh with explicit axes (jax.make_mesh's default)
-        needs the operands sharded as in_specs say already, as shard_map does.
-      max_seqlen_q, max_seqlen_k: varlen: the longest sequences (default: the packed totals).
-      return_lse: also return lse.
-
-    Returns:
-      out [B, Sq, Hq, D] (query's shape and dtype); with return_lse, (out, lse) where lse is the
-      float32 log-sum-exp (natural log) of each row, [B, Hq, Sq] (varlen [1, Hq, Tq]).
-    """
     _refuse("flash_attention", attention_mask=attention_mask is not None, dropout_prob=dropout_prob != 0.0,
             precision=precision not in (None, jax.lax.Precision.DEFAULT, "default", "DEFAULT"),
             logits_dtype=logits_dtype is not None and np.dtype(logits_dtype) != np.float32,
@@ -260,6 +217,23 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
                               out_specs, return_lse)
     out, lse = _flash_op(o)(*operands)
     return (out, lse) if return_lse else out
+
+
+flash_attention.__doc__ = _docs.flash_attention(sharding="""\
+      platform ("auto" or None), cfg: None only.
+      mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
+        device running the kernel on its local shard; given fewer, unsharded (as in
+        ejkernel.modules). in_specs: a PartitionSpec for each of query, key, value,
+        attention_mask, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids,
+        kv_segment_ids, in this order (ejkernel.modules' order, not the positional one); None
+        means replicated, or not given. out_specs: query's spec (out has its shape); with
+        return_lse, lse's follows ([B, Hq, Sq] as [B, Sq, Hq, D]), or pass the pair. Sharding
+        batch or heads is exact (shard k, v, bias, segment ids and [Hq, S] sinks alike).
+        Sharding a sequence axis is not, and nothing guards against it (nor in
+        ejkernel.modules): a query sees only its shard's keys, and causal and sliding_window
+        count positions within the shard. A mesh with explicit axes (jax.make_mesh's default)
+        needs the operands sharded as in_specs say already, as shard_map does.
+""")
 
 
 def _flash_sharded(op, names, operands, mesh, in_specs, out_specs, return_lse):

@@ -24,7 +24,7 @@ import os
 
 import torch
 
-from . import _lib
+from . import _docs, _lib
 
 __all__ = ["flash_attention", "mean_pooling", "merge_attention_states"]
 
@@ -144,38 +144,6 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
                     normalize_output=True, precision=None, logits_dtype=torch.float32, platform=None, cfg=None,
                     mesh=None, in_specs=None, out_specs=None, max_seqlen_q=None, max_seqlen_k=None,
                     return_lse=False):
-    """Flash attention forward, as ``ejkernel.modules.flash_attention``, on torch tensors.
-
-    Args:
-      query: [B, Sq, Hq, D]; packed varlen (with cum_seqlens_q): [Tq, Hq, D] or [1, Tq, Hq, D].
-      key, value: [B, Sk, Hkv, D] (varlen [Tk, Hkv, D] or [1, Tk, Hkv, D]); Hq a multiple of Hkv
-        (GQA/MQA). float32, bfloat16 or float16, all three alike, on one device (CPU or CUDA).
-      attention_mask: not supported (NotImplementedError): use segment ids, causal,
-        sliding_window, or a bias of 0 / -inf.
-      bias: [B|1, Hq|1, Sq, Sk] in query's dtype, added to the scaled logits (not with varlen).
-      q_segment_ids, kv_segment_ids: int32 [B, Sq] and [B, Sk], given together; a query sees only
-        keys of its own segment; -1 is padding.
-      cum_seqlens_q, cum_seqlens_k: int32 [N + 1], packed varlen: start of each sequence, from 0,
-        ending at Tq (Tk).
-      softmax_aux: float32 sinks, [S] shared by every head or [Hq, S]: logits that join the
-        softmax denominator only.
-      softmax_scale: multiplies q.k (default 1/sqrt(D)).
-      dropout_prob: 0 only (NotImplementedError otherwise); dropout_seed is then unused.
-      causal: key j is visible from query i only if j <= i (top-left aligned).
-      sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right].
-      logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
-      normalize_output: False: the output is not divided by the softmax denominator.
-      precision, logits_dtype: their defaults only (products are exact in the input dtype and
-        accumulate in float32).
-      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.
-      max_seqlen_q, max_seqlen_k: varlen: the longest sequences (default: the packed totals).
-      return_lse: also return lse.
-
-    Returns:
-      out [B, Sq, Hq, D] (query's shape and dtype); with return_lse, (out, lse) where lse is the
-      float32 log-sum-exp (natural log) of each row, [B, Hq, Sq] (varlen [1, Hq, Tq]). No
-      gradient: a backward through it raises NotImplementedError.
-    """
     _refuse("flash_attention", attention_mask=attention_mask is not None, dropout_prob=dropout_prob != 0.0,
             precision=not _is_default_precision(precision), logits_dtype=not _is_float32(logits_dtype),
             platform=platform not in (None, "auto"), cfg=cfg is not None, mesh=mesh is not None,
@@ -189,6 +157,12 @@ def flash_attention(query, key, value, attention_mask=None, bias=None, q_segment
         None if logits_soft_cap is None else float(logits_soft_cap), bool(normalize_output),
         None if max_seqlen_q is None else int(max_seqlen_q), None if max_seqlen_k is None else int(max_seqlen_k))
     return (out, lse) if return_lse else out
+
+
+flash_attention.__doc__ = _docs.flash_attention(
+    on=", on torch tensors", devices=", on one device (CPU or CUDA)",
+    sharding="      platform (\"auto\" or None), cfg, mesh, in_specs, out_specs: None only.\n",
+    returns=" No\n      gradient: a backward through it raises NotImplementedError.")
 
 
 # --- mean pooling ------------------------------------------------------------------------------
