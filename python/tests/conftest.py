@@ -1,6 +1,6 @@
 """Runs against the package in python/ and the libraries $EJK_LIBRARY_DIR names (a build's
 runtime/ directory), or an installed package when EJK_LIBRARY_DIR is unset. Variants compiled
-here go to $EJK_CACHE_DIR, else to a fresh directory per session."""
+here go to $EJK_CACHE_DIR, else to a fresh directory per pytest run."""
 import os
 import sys
 import tempfile
