@@ -37,3 +37,36 @@ _FLASH = '''Flash attention forward, as ``ejkernel.modules.flash_attention``{on}
 def flash_attention(on="", devices="", sharding="", returns=""):
     """flash_attention's docstring; `sharding`: the lines on platform, cfg, mesh and specs."""
     return _FLASH.format(on=on, devices=devices, sharding=sharding.rstrip("\n"), returns=returns)
+
+
+_MEAN_POOLING = """Mean over the token axis, as ``ejkernel.modules.mean_pooling``; differentiable.
+
+    Args:
+      x: [B, T, D] (float32, bfloat16 or float16); packed varlen: [total_tokens, D].
+      cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, ending at
+        total_tokens.
+      chunk_size: a tiling knob of ejkernel's Triton kernel; unused here, as in its XLA one.
+      platform ("auto" or None), cfg: None only.
+
+    Returns:
+      [B, D] (varlen [N, D]) in x's dtype, summed in float32; a sequence without tokens gives 0.{returns}
+    """
+
+_MERGE = """Merges two partial attention results by their log-sum-exp (split-KV, cascade, ring).
+
+    Args:
+      out_a, out_b: [..., T, H, D] (float32, bfloat16 or float16), any number of leading dims.
+      lse_a, lse_b: float32 [..., H, T], natural log; -inf: that part saw no key.
+
+    Returns:
+      (out, lse): out [..., T, H, D] in out_a's dtype and lse [..., H, T]; where both LSEs are
+      -inf, out is 0 and lse -inf.{returns}
+    """
+
+
+def mean_pooling(returns=""):
+    return _MEAN_POOLING.format(returns=returns)
+
+
+def merge_attention_states(returns=""):
+    return _MERGE.format(returns=returns)

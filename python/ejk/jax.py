@@ -323,18 +323,6 @@ def _pool_differentiable(tokens, varlen):
 
 
 def mean_pooling(x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg=None):
-    """Mean over the token axis, as ``ejkernel.modules.mean_pooling``; differentiable.
-
-    Args:
-      x: [B, T, D] (float32, bfloat16 or float16); packed varlen: [total_tokens, D].
-      cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, ending at
-        total_tokens.
-      chunk_size: a tiling knob of ejkernel's Triton kernel; unused here, as in its XLA one.
-      platform ("auto" or None), cfg: None only.
-
-    Returns:
-      [B, D] (varlen [N, D]) in x's dtype, summed in float32; a sequence without tokens gives 0.
-    """
     _refuse("mean_pooling", platform=platform not in (None, "auto"), cfg=cfg is not None)
     _static("chunk_size", chunk_size, int)
     x = _array("x", x)
@@ -342,6 +330,9 @@ def mean_pooling(x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg=Non
     if cu_seqlens is None:
         return _pool_differentiable(tokens, False)(x)
     return _pool_differentiable(tokens, True)(x, _array("cu_seqlens", cu_seqlens))
+
+
+mean_pooling.__doc__ = _docs.mean_pooling()
 
 
 # --- merge attention states --------------------------------------------------------------------
@@ -363,15 +354,8 @@ def _merge_vmap(size, in_batched, *operands):
 
 
 def merge_attention_states(out_a, lse_a, out_b, lse_b):
-    """Merges two partial attention results by their log-sum-exp (split-KV, cascade, ring).
-
-    Args:
-      out_a, out_b: [..., T, H, D] (float32, bfloat16 or float16), any number of leading dims.
-      lse_a, lse_b: float32 [..., H, T], natural log; -inf: that part saw no key.
-
-    Returns:
-      (out, lse): out [..., T, H, D] in out_a's dtype and lse [..., H, T]; where both LSEs are
-      -inf, out is 0 and lse -inf.
-    """
     operands = [_array(n, x) for n, x in (("out_a", out_a), ("lse_a", lse_a), ("out_b", out_b), ("lse_b", lse_b))]
     return _merge_op(*operands)
+
+
+merge_attention_states.__doc__ = _docs.merge_attention_states()

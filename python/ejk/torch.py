@@ -210,23 +210,14 @@ torch.library.register_autograd("ejk::mean_pooling_backward", _pool_backward_bac
 
 
 def mean_pooling(x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg=None):
-    """Mean over the token axis, as ``ejkernel.modules.mean_pooling``; differentiable.
-
-    Args:
-      x: [B, T, D] (float32, bfloat16 or float16); packed varlen: [total_tokens, D].
-      cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, ending at
-        total_tokens.
-      chunk_size: a tiling knob of ejkernel's Triton kernel; unused here, as in its XLA one.
-      platform ("auto" or None), cfg: None only.
-
-    Returns:
-      [B, D] (varlen [N, D]) in x's dtype, summed in float32; a sequence without tokens gives 0.
-      Its gradient is the output's gradient divided by the length at every token.
-    """
     _refuse("mean_pooling", platform=platform not in (None, "auto"), cfg=cfg is not None)
     if not isinstance(chunk_size, int):
         raise ValueError(f"chunk_size: expected an int, got {chunk_size!r}")
     return _ops.mean_pooling.default(_tensor("x", x), _tensor("cu_seqlens", cu_seqlens))
+
+
+mean_pooling.__doc__ = _docs.mean_pooling(
+    "\n      Its gradient is the output's gradient divided by the length at every token.")
 
 
 # --- merge attention states --------------------------------------------------------------------
@@ -242,16 +233,9 @@ torch.library.register_autograd("ejk::merge_attention_states", _no_gradient("mer
 
 
 def merge_attention_states(out_a, lse_a, out_b, lse_b):
-    """Merges two partial attention results by their log-sum-exp (split-KV, cascade, ring).
-
-    Args:
-      out_a, out_b: [..., T, H, D] (float32, bfloat16 or float16), any number of leading dims.
-      lse_a, lse_b: float32 [..., H, T], natural log; -inf: that part saw no key.
-
-    Returns:
-      (out, lse): out [..., T, H, D] in out_a's dtype and lse [..., H, T]; where both LSEs are
-      -inf, out is 0 and lse -inf. No gradient yet.
-    """
     operands = [_tensor(name, x) for name, x in (("out_a", out_a), ("lse_a", lse_a), ("out_b", out_b),
                                                   ("lse_b", lse_b))]
     return _ops.merge_attention_states.default(*operands)
+
+
+merge_attention_states.__doc__ = _docs.merge_attention_states(" No gradient yet.")
