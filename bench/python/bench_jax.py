@@ -6,9 +6,10 @@
 
 bf16, B*S = 16k tokens, H*D = 2048 (the forward grid). Per row: TFLOP/s of N jitted calls back to
 back (wall clock from the first dispatch to the last result: the device time when the host keeps
-ahead), the ratio to cuDNN, and host time per call (N dispatches without waiting, median over
-rounds). A small call (B=1, S=128, H=16, D=128, causal) shows the host cost where it matters.
-Prints a table; writes OUT/jax.jsonl.
+ahead), the same calls inside one jitted loop (no dispatch between them), the ratios to cuDNN,
+and host time per call (N dispatches without waiting, median over rounds). A small call (B=1,
+S=128, H=16, D=128, causal) shows the host cost where it matters, beside JAX's own dispatch floor
+(a jitted call of one elementwise kernel). Prints a table; writes OUT/jax.jsonl.
 """
 import argparse
 import json
@@ -34,10 +35,36 @@ def inputs(b, s, h, d):
     return [jax.random.uniform(k, (b, s, h, d), jnp.bfloat16, -1.0, 1.0) for k in keys]
 
 
+def attentions(causal):
+    return {"ejk": lambda q, k, v: flash_attention(q, k, v, causal=causal),
+            "cudnn": lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn")}
+
+
 def candidates(causal):
-    ours = jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=causal))
-    cudnn = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="cudnn"))
-    return {"ejk": ours, "cudnn": cudnn}
+    return {name: jax.jit(f) for name, f in attentions(causal).items()}
+
+
+def looped(attention, n):
+    """n calls inside one jitted loop, each feeding one element of its output into the next
+    query (an in-place update of the carry), so XLA can neither hoist nor merge them: the
+    kernel's throughput inside one executable, without JAX's dispatch between calls."""
+    def body(_, q, k, v):
+        out = attention(q, k, v)
+        return q.at[0, 0, 0, 0].set(out[0, 0, 0, 0])
+
+    return jax.jit(lambda q, k, v: jax.lax.fori_loop(0, n, lambda i, q: body(i, q, k, v), q))
+
+
+def in_loop_s(attention, args, n):
+    """Seconds per call of `looped`, median of 5 runs of the loop."""
+    f = looped(attention, n)
+    jax.block_until_ready(f(*args))
+    per = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        per.append((time.perf_counter() - t0) / n)
+    return statistics.median(per)
 
 
 def back_to_back_s(f, args, n):
@@ -70,10 +97,12 @@ def row(d, s, causal):
     b, h = 16384 // s, 2048 // d
     args = inputs(b, s, h, d)
     r = {"d": d, "s": s, "causal": causal}
+    n = max(5, 200 * 1024 // s)
     for name, f in candidates(bool(causal)).items():
         try:
-            sec = back_to_back_s(f, args, n=max(5, 200 * 1024 // s))
+            sec = back_to_back_s(f, args, n=n)
             r[name] = flops(b, s, h, d, causal) / sec / 1e12
+            r[name + "_in_loop"] = flops(b, s, h, d, causal) / in_loop_s(attentions(bool(causal))[name], args, n) / 1e12
             r[name + "_host_us"] = host_us(f, args)
         except Exception as e:  # a peer without this shape: say so, keep going
             r[name + "_error"] = str(e).splitlines()[0][:200]
@@ -113,13 +142,16 @@ def main():
                 f.write(json.dumps(r) + "\n")
                 results.append(r)
     med = lambda rs, k: statistics.median(x[k] for x in rs) if all(k in x for x in rs) else None
-    print(f"{'row':>16} {'ejk':>7} {'cudnn':>7} {'x cuDNN':>7} {'host ejk':>9} {'host cudnn':>10}")
+    print(f"{'row':>16} {'ejk':>7} {'cudnn':>7} {'x cuDNN':>7} {'in loop':>7} {'cudnn':>7} {'x cuDNN':>7} "
+          f"{'host ejk':>9} {'host cudnn':>10}")
+    keys = ("ejk", "cudnn", "ejk_in_loop", "cudnn_in_loop", "ejk_host_us", "cudnn_host_us")
     for d, s, c in rows:
         rs = [x for x in results if (x["d"], x["s"], x["causal"]) == (d, s, c)]
-        m = {k: med(rs, k) for k in ("ejk", "cudnn", "ejk_host_us", "cudnn_host_us")}
+        m = {k: med(rs, k) for k in keys}
         f7 = lambda v: f"{v:7.1f}" if v else "      -"
-        ratio = f"{m['ejk'] / m['cudnn']:.3f}" if m["ejk"] and m["cudnn"] else "-"
-        print(f"d{d:<3} {'causal' if c else '':6} {s:5} {f7(m['ejk'])} {f7(m['cudnn'])} {ratio:>7} "
+        ratio = lambda a, b: f"{m[a] / m[b]:.3f}" if m[a] and m[b] else "-"
+        print(f"d{d:<3} {'causal' if c else '':6} {s:5} {f7(m['ejk'])} {f7(m['cudnn'])} {ratio('ejk', 'cudnn'):>7} "
+              f"{f7(m['ejk_in_loop'])} {f7(m['cudnn_in_loop'])} {ratio('ejk_in_loop', 'cudnn_in_loop'):>7} "
               f"{f7(m['ejk_host_us']):>9} {f7(m['cudnn_host_us']):>10}")
 
 
