@@ -2,18 +2,47 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
 #include "ejk/core/error.h"
 
 namespace ejk::cli {
 
-OpCase* flash_attention_case();
-OpCase* merge_attention_states_case();
-OpCase* mean_pooling_case();
-OpCase* mean_pooling_backward_case();
+namespace {
+
+struct CaseRegistry {
+  std::mutex mu;
+  std::vector<OpCase* (*)()> factories;
+};
+
+CaseRegistry& registry() {
+  static CaseRegistry r;
+  return r;
+}
+
+}  // namespace
+
+CaseRegistrar::CaseRegistrar(OpCase* (*make)()) {
+  CaseRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories.push_back(make);
+}
 
 const std::vector<OpCase*>& op_cases() {
-  static const std::vector<OpCase*> cases = {flash_attention_case(), merge_attention_states_case(), mean_pooling_case(),
-                                             mean_pooling_backward_case()};
+  static const std::vector<OpCase*> cases = [] {
+    CaseRegistry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::vector<OpCase*> v;
+    for (auto make : r.factories) v.push_back(make());
+    std::sort(v.begin(), v.end(), [](const OpCase* a, const OpCase* b) { return std::strcmp(a->op(), b->op()) < 0; });
+    for (size_t i = 1; i < v.size(); ++i)
+      if (std::strcmp(v[i]->op(), v[i - 1]->op()) == 0)
+        throw std::logic_error(fmt::format("CLI case {} is registered twice", v[i]->op()));
+    return v;
+  }();
   return cases;
 }
 

@@ -42,7 +42,21 @@ class OpCase {
   virtual Work work(const HostCase& c) const = 0;
 };
 
-// The ops with a CLI case; adding one is a line in op_case.cpp.
+// The ops with a CLI case, sorted by op name. A case's .cpp registers it with EJK_REGISTER_CASE.
 const std::vector<OpCase*>& op_cases();
 
+// Adds a case to op_cases() (through EJK_REGISTER_CASE); it keeps the factory, called on first
+// use of op_cases().
+struct CaseRegistrar {
+  explicit CaseRegistrar(OpCase* (*make)());
+};
+
 }  // namespace ejk::cli
+
+#define EJK_CASE_CONCAT_(a, b) a##b
+#define EJK_CASE_CONCAT(a, b) EJK_CASE_CONCAT_(a, b)
+// In a case's .cpp, at namespace scope: EJK_REGISTER_CASE(my_case), `my_case` returning the
+// case (an OpCase* that lives as long as the program).
+#define EJK_REGISTER_CASE(factory)                                                                \
+  static const ::ejk::cli::CaseRegistrar EJK_CASE_CONCAT(ejk_case_registrar_, __LINE__)( \
+      []() -> ::ejk::cli::OpCase* { return factory(); })

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (Ubuntu 24.04, nvcc 13, no LLVM, no network): build with the ORC JIT off and
 # CUDA on, run every test that can run there (the GPU ones included), the CLI on the GPU with
-# --check for every op, an NVRTC cold compile and a cache hit, libejk inside a Python process
-# with PyTorch (loaded before and after `import torch`), and compute-sanitizer on a few cases.
+# --check for every op (its problems: cli/cases/<op>.device) and each op's own checks
+# (cli/cases/<op>.device.sh: e.g. NVRTC cold compiles, compute-sanitizer), and libejk inside a
+# Python process with PyTorch (loaded before and after `import torch`).
 # Needs the header-only packages absent there, carried in .carry/deps:
 #   mkdir -p .carry/debs && (cd .carry/debs && apt-get download libcli11-dev libxxhash-dev) &&
 #   for f in .carry/debs/*.deb; do dpkg -x $f .carry/deps; done
@@ -22,33 +23,23 @@ echo "== tests"
 echo "== ejk run --backend cuda --check"
 export EJK_CACHE_DIR=/tmp/ejk-cache
 E=$B/cli/ejk
-sq="--sq 2048 --sk 2048"
-for args in "--b 1 $sq --hq 16 --hkv 16 --d 128 --causal" "--b 1 $sq --hq 16 --hkv 16 --d 64" \
-            "--b 1 $sq --hq 16 --hkv 16 --d 256 --causal" \
-            "--b 1 $sq --hq 32 --hkv 8 --d 96 --window 1024,0 --softcap 30" \
-            "--b 2 --sq 1000 --sk 777 --hq 16 --hkv 16 --d 128 --sinks --segments --bias" \
-            "--b 2 --sq 1000 --sk 777 --hq 16 --hkv 16 --d 128 --shared-sinks --num-sinks 3" \
-            "--b 3 $sq --hq 16 --hkv 16 --d 80 --varlen" "--b 1 $sq --hq 16 --hkv 16 --d 160 --causal" \
-            "--b 1 --sq 8192 --sk 8192 --hq 8 --hkv 8 --d 128 --causal" \
-            "--b 3 --sq 1000 --sk 1000 --hq 8 --hkv 2 --d 64 --varlen --causal" \
-            "--b 2 --sq 1500 --sk 1501 --hq 8 --hkv 4 --d 64 --causal --bias"; do
-  $E run flash_attention --backend cuda --dtype bf16 $args --iters 3 --check --json 2>&1 | tail -1
+# Every op `ejk list` names but internal ones (companion kernels, which `ejk list` marks on the
+# line after the op's): the problems in cli/cases/<op>.device (one a line), else the case's
+# default problem; then each op's own checks, cli/cases/<op>.device.sh.
+ops=$($E list | awk '/ \(kernel family /{name=$1; next} name!=""{if ($0 !~ /\(internal/) print name; name=""}')
+for op in $ops; do
+  problems=cli/cases/$op.device
+  if [ -f "$problems" ]; then
+    grep -v '^#' "$problems" | grep -v '^[[:space:]]*$' | while read -r args; do
+      # shellcheck disable=SC2086  # the line is a list of options
+      $E run "$op" $args --backend cuda --dtype bf16 --iters 3 --check --json </dev/null 2>&1 | tail -1
+    done
+  else
+    $E run "$op" --backend cuda --dtype bf16 --iters 3 --check --json 2>&1 | tail -1
+  fi
 done
-for args in "merge_attention_states --t 4096 --h 32 --d 128" "merge_attention_states --batch 3 --t 77 --h 5 --d 100" \
-            "mean_pooling --b 8 --t 65536 --d 1024 --varlen" "mean_pooling_backward --b 4 --t 8192 --d 512"; do
-  $E run $args --backend cuda --dtype bf16 --iters 3 --check --json 2>&1 | tail -1
+for checks in cli/cases/*.device.sh; do
+  [ -f "$checks" ] && E=$E OUT=$OUT bash "$checks"
 done
-echo "== NVRTC cold compile, then cache hit"
-rm -rf /tmp/ejk-cache2
-EJK_CACHE_DIR=/tmp/ejk-cache2 $E compile flash_attention --backend cuda --arch sm_90a --d 112 --causal --json
-EJK_CACHE_DIR=/tmp/ejk-cache2 $E compile flash_attention --backend cuda --arch sm_90a --d 128 --causal --segments --json
-EJK_CACHE_DIR=/tmp/ejk-cache2 $E run flash_attention --backend cuda --dtype bf16 --d 112 --causal --sq 256 --sk 256 --iters 1 --json | tail -1
 echo "== libejk in a Python process with PyTorch"
 EJK_CACHE_DIR=/tmp/ejk-cache3 python3 tests/device/python_process.py $B/runtime/libejk.so
-echo "== compute-sanitizer"
-for tool in memcheck racecheck; do
-  compute-sanitizer --tool $tool --error-exitcode 9 $E run flash_attention --backend cuda --dtype bf16 --b 1 \
-    --sq 200 --sk 333 --hq 4 --hkv 2 --d 128 --causal --window 64,8 --softcap 20 --sinks --segments --bias --iters 1 --check \
-    2>&1 | tail -3
-  echo "$tool exit: $?"
-done

@@ -1,8 +1,8 @@
 // `ejk run flash_attention`: the problem's options, random inputs (segment ids in runs with a
-// padded tail, packed lengths that sum to the totals), and the FLOPs of the visible pairs.
+// padded tail, packed lengths that sum to the totals), and the work the op counts.
 #include <algorithm>
 
-#include "ejk/kernels/common/mask.h"
+#include "ejk/admin.h"
 #include "op_case.h"
 #include "parse.h"
 
@@ -121,32 +121,8 @@ class FlashAttentionCase final : public OpCase {
     if (const Tensor* ck = c.input("cum_seqlens_k")) c.set("max_seqlen_k", longest(*ck));
   }
 
-  Work work(const HostCase& c) const override {
-    MaskSpec m;
-    if (const Scalar* s = c.scalar("causal"); s && std::holds_alternative<bool>(*s)) m.causal = std::get<bool>(*s);
-    if (const Scalar* w = c.scalar("sliding_window"); w && std::holds_alternative<std::array<int64_t, 2>>(*w))
-      m.window_left = std::get<std::array<int64_t, 2>>(*w)[0], m.window_right = std::get<std::array<int64_t, 2>>(*w)[1];
-    auto pairs = [&](int64_t sq, int64_t sk) {
-      double n = 0;
-      for (int64_t i = 0; i < sq; ++i) {
-        const int64_t lo = std::max<int64_t>(0, first_visible_key(i, m)), hi = std::min<int64_t>(sk - 1, last_visible_key(i, m));
-        if (hi >= lo) n += double(hi - lo + 1);
-      }
-      return n;
-    };
-    const Tensor& q = *c.input("q");
-    const int64_t hq = q.shape()[q.shape().size() - 2], d = q.shape().back();
-    double visible = 0;
-    if (const Tensor* cq = c.input("cum_seqlens_q")) {
-      const Tensor& ck = *c.input("cum_seqlens_k");
-      for (int64_t i = 0; i + 1 < cq->numel(); ++i)
-        visible += pairs(cq->data_as<int32_t>()[i + 1] - cq->data_as<int32_t>()[i],
-                         ck.data_as<int32_t>()[i + 1] - ck.data_as<int32_t>()[i]);
-    } else {
-      visible = double(q.shape()[0]) * pairs(q.shape()[1], c.input("k")->shape()[1]);
-    }
-    return {4.0 * double(hq * d) * visible, 0};
-  }
+  // The op counts its FLOPs (the mask's visible pairs); the case knows no mask rule.
+  Work work(const HostCase& c) const override { return {call_flops(op(), c.args()), 0}; }
 
  private:
   static int64_t size(const std::string& text, const char* option, int64_t min = 0) {
@@ -165,5 +141,7 @@ OpCase* flash_attention_case() {
   static FlashAttentionCase c;
   return &c;
 }
+
+EJK_REGISTER_CASE(flash_attention_case);
 
 }  // namespace ejk::cli

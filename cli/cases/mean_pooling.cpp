@@ -88,4 +88,7 @@ OpCase* mean_pooling_backward_case() {
   return &c;
 }
 
+EJK_REGISTER_CASE(mean_pooling_case);
+EJK_REGISTER_CASE(mean_pooling_backward_case);
+
 }  // namespace ejk::cli

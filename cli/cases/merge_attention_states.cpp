@@ -62,4 +62,6 @@ OpCase* merge_attention_states_case() {
   return &c;
 }
 
+EJK_REGISTER_CASE(merge_attention_states_case);
+
 }  // namespace ejk::cli

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ejk/export.h"
@@ -33,6 +34,13 @@ struct CacheEntry {
 EJK_API std::filesystem::path cache_root();  // EJK_CACHE_DIR, XDG_CACHE_HOME/ejkernel or ~/.cache/ejkernel, + /v<format>
 EJK_API std::vector<CacheEntry> cache_list(bool verify);
 EJK_API size_t cache_clear();
+
+class Args;  // ejk/op.h
+
+// Floating-point operations of one call of `op` with `args` (inputs and scalars) as the op counts
+// them (attention: 4 * Hq * D per visible query-key pair), for reporting rates; 0 where the op
+// counts none. Reads host-resident metadata such as cum_seqlens.
+EJK_API double call_flops(std::string_view op, const Args& args);
 
 // Whether CPU variants can be compiled at run time: built with the ORC JIT, and its plugin
 // (libejk_cpu_jit.so, with the LLVM 19 it links) loads.

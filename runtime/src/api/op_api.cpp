@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "engine/bind.h"
 #include "engine/call.h"
@@ -157,6 +158,11 @@ std::vector<ReferenceOutput> reference(std::string_view name, const Args& args) 
     if (tensors[t].output) ptrs[t] = out[i++].values.data();
   c.op.reference(c.b, ptrs);
   return out;
+}
+
+double call_flops(std::string_view name, const Args& args) {
+  BoundCall c(name, args, /*shapes_only=*/false, /*outputs_optional=*/true);
+  return c.op.flops(c.b);
 }
 
 Plan plan(std::string_view name, const Args& args, const Context& ctx) {

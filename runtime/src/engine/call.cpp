@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "bundle/bundle_set.h"
@@ -162,8 +163,18 @@ bool plan_matches(const Bound& b, Backend backend, const PlanData& plan) {
          std::memcmp(&id.problem, &plan.problem, sizeof(ProblemValues)) == 0;
 }
 
-void execute(const Bound& b, const PlanData& plan, const Context& ctx) {
-  const OpDef& op = *b.op;
+void execute(const Bound& bound, const PlanData& plan, const Context& ctx) {
+  const OpDef& op = *bound.op;
+  // The op's host-planned indices for this call, in a buffer of the calling thread (reused by
+  // its next call; the call does not outlive it).
+  std::optional<Bound> with_metadata;  // built only for such ops: a Bound is a few hundred bytes
+  if (op.uses_plan_metadata()) {
+    thread_local std::vector<unsigned char> blob;
+    blob.clear();
+    op.plan_metadata(bound, plan, blob);
+    with_metadata.emplace(bound).metadata = &blob;
+  }
+  const Bound& b = with_metadata ? *with_metadata : bound;
   if (plan.backend == Backend::cpu) {
     alignas(64) unsigned char params[OpDef::kParamBytes];
     const CpuWork w = op.cpu_prepare(b, plan, params);

@@ -3,10 +3,13 @@
 // its CPU task count, its CUDA launches, and its float64 reference. Everything else (binding
 // and validating arguments from the spec, the variant key, finding or compiling the variant,
 // workspace, streams, the C ABI and the CLI) is the engine's and is the same for every op.
+// An op's .cpp registers its OpDef with EJK_REGISTER_OP; no list names the ops.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "ejk/core/schema.h"
@@ -14,7 +17,7 @@
 
 namespace ejk::engine {
 
-constexpr int kMaxTensors = 16, kMaxScalars = 16, kMaxSymbols = 24, kMaxAxes = 24, kMaxProblem = 16;
+constexpr int kMaxTensors = 32, kMaxScalars = 16, kMaxSymbols = 24, kMaxAxes = 24, kMaxProblem = 16;
 
 class OpDef;
 
@@ -41,11 +44,21 @@ struct Bound {
   Dims lead;                      // the "..." dims
   int8_t absent[kMaxTensors] = {};  // optional leading dims a tensor leaves out
   uint32_t flags = 0;             // bit per axis: flags the arguments turn on
+  // What the op's plan_metadata wrote for this call (empty when it plans nothing).
+  const std::vector<unsigned char>* metadata = nullptr;
 
   bool has(int t) const { return t >= 0 && args->tensors[t] != nullptr; }
   const TensorView& tensor(int t) const { return *args->tensors[t]; }
   void* data(int t) const { return has(t) ? args->tensors[t]->data : nullptr; }
   const Scalar& scalar(int s) const { return args->scalars[s]; }
+  bool given(int s) const { return !std::holds_alternative<std::monostate>(args->scalars[s]); }
+  // Scalar s as its spec type, the spec's literal default when absent (std::logic_error when the
+  // spec's default is none or a formula: the op must test given() first). f64 takes an i64 too,
+  // pair a single i64 as {v, v}.
+  double f64(int s) const;
+  int64_t i64(int s) const;
+  bool flag(int s) const;
+  std::array<int64_t, 2> pair(int s) const;
   bool known(int sym) const { return (sizes_known >> sym) & 1u; }
   int64_t size(int sym) const { return sizes[sym]; }
   // Size and stride of layout position p of tensor t: 1 and 0 where an optional dim is absent.
@@ -95,12 +108,20 @@ class OpDef {
   // Companion kernels a variant's launches may use, as keys of internal ops.
   virtual std::vector<VariantKey> companions(const VariantKey&) const { return {}; }
 
+  // Host-planned indices (paged blocks, ragged or split-KV work lists): from the bound call
+  // (its host-resident metadata tensors) and its plan, bytes the call's cpu_prepare, cuda_workspace
+  // and cuda_launch read as Bound::metadata. Called once per call, after planning. Ops that plan
+  // nothing leave uses_plan_metadata false and pay nothing.
+  virtual bool uses_plan_metadata() const { return false; }
+  virtual void plan_metadata(const Bound&, const PlanData&, std::vector<unsigned char>& /*blob*/) const {}
+
   // CPU: fill the kernel's parameters (`params`: kParamBytes, 64-byte aligned) and say how many
   // tasks to run. May stage data (it runs on the calling thread before the tasks).
   static constexpr size_t kParamBytes = 4096;
   virtual CpuWork cpu_prepare(const Bound&, const PlanData&, void* params) const = 0;
-  // CUDA: check device-side preconditions and launch, through `lc` only.
-  virtual void cuda_launch(const Bound&, const PlanData&, CudaLaunchContext& lc) const = 0;
+  // CUDA: check device-side preconditions and launch, through `lc` only. The default throws
+  // BackendUnavailable naming the op (a build without CUDA, or an op without CUDA kernels).
+  virtual void cuda_launch(const Bound&, const PlanData&, CudaLaunchContext& lc) const;
   // Workspace a CUDA call needs on its stream: scratch (contents undefined) and counters
   // (zero before the first launch; every launch must leave them zero).
   struct Workspace {
@@ -114,16 +135,38 @@ class OpDef {
   // Dynamic shared memory a CUDA key launches with, for reports without a problem (`ejk compile`).
   virtual int64_t cuda_dynamic_smem(const VariantKey&) const { return 0; }
 
+  // Floating-point operations of one call as the op counts them, for reporting rates (ejk
+  // run's GFLOP/s); 0 where it counts none. May read host-resident metadata (cum_seqlens).
+  virtual double flops(const Bound&) const { return 0; }
+
   // The float64 reference on CPU tensors: `out[t]` for every output tensor t (nullptr for
   // inputs), each contiguous in the output's shape and already sized.
   virtual void reference(const Bound&, double* const* out) const = 0;
 
+  // Scalar s's literal spec default (monostate for none or a formula), parsed once.
+  const Scalar& scalar_default(int s) const { return defaults_[size_t(s)]; }
+
  private:
   const OpSchema* schema_;
+  std::vector<Scalar> defaults_;
 };
 
-// Every op a user can call, and internal ops by kernel family.
+// Every registered op, sorted by name (built on first use).
 const std::vector<const OpDef*>& all_ops();
 const OpDef& find_op(std::string_view api_name);  // InvalidArgument listing the ops
 
+// Adds an op to all_ops() (through EJK_REGISTER_OP). It keeps the accessor, not the op: ops are
+// built on first use of all_ops(), after every static they need exists.
+struct OpRegistrar {
+  explicit OpRegistrar(const OpDef& (*get)());
+};
+
 }  // namespace ejk::engine
+
+#define EJK_OP_CONCAT_(a, b) a##b
+#define EJK_OP_CONCAT(a, b) EJK_OP_CONCAT_(a, b)
+// In an op's .cpp, at namespace scope: EJK_REGISTER_OP(ejk::ops::my_op), `my_op` returning the
+// op's OpDef by reference. The libraries link every op object whole, so nothing drops it.
+#define EJK_REGISTER_OP(accessor)                                                                  \
+  static const ::ejk::engine::OpRegistrar EJK_OP_CONCAT(ejk_op_registrar_, __LINE__)( \
+      []() -> const ::ejk::engine::OpDef& { return accessor(); })

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ejk/core/error.h"
@@ -176,23 +177,41 @@ std::vector<VariantKey> FlashAttentionOp::companions(const VariantKey& key) cons
   return {copy};
 }
 
-#if !EJK_HAVE_CUDA
-void FlashAttentionOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine::CudaLaunchContext&) const {
-  throw BackendUnavailable("flash_attention: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)");
-}
-engine::OpDef::Workspace FlashAttentionOp::cuda_workspace(const engine::Bound&, const engine::PlanData&) const {
-  return {};
-}
-int64_t FlashAttentionOp::cuda_dynamic_smem(const VariantKey&) const { return 0; }
-#endif
-
 void FlashAttentionOp::reference(const engine::Bound& b, double* const* outputs) const {
   reference_flash_fwd(params(b), b.dtype, outputs[out], outputs[lse]);
+}
+
+double FlashAttentionOp::flops(const engine::Bound& b) const {
+  const FlashFwdParams p = params(b);
+  // Visible (query, key) pairs of one head: the mask's bounds, clamped to the sequences.
+  auto pairs = [&](int64_t sq, int64_t sk) {
+    double n = 0;
+    for (int64_t i = 0; i < sq; ++i) {
+      const int64_t lo = std::max<int64_t>(0, first_visible_key(i, p.mask));
+      const int64_t hi = std::min<int64_t>(sk - 1, last_visible_key(i, p.mask));
+      if (hi >= lo) n += double(hi - lo + 1);
+    }
+    return n;
+  };
+  double visible = 0;
+  if (p.cu_seqlens_q) {
+    for (int t : {cum_seqlens_q, cum_seqlens_k})
+      if (b.tensor(t).device.kind != DeviceKind::cpu)
+        bad(schema().tensors()[size_t(t)].name, "counting FLOPs reads it on the host, got a tensor on " +
+                                                    to_string(b.tensor(t).device));
+    for (int64_t s = 0; s < p.batch; ++s)
+      visible += pairs(p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s], p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s]);
+  } else {
+    visible = double(p.batch) * pairs(p.seqlen_q, p.seqlen_k);
+  }
+  return 4.0 * double(p.heads_q * p.head_dim) * visible;
 }
 
 const FlashAttentionOp& flash_attention_op() {
   static const FlashAttentionOp op;
   return op;
 }
+
+EJK_REGISTER_OP(flash_attention_op);
 
 }  // namespace ejk::ops

@@ -29,10 +29,13 @@ class FlashAttentionOp final : public engine::OpDef {
   std::vector<VariantKey> companions(const VariantKey& key) const override;
   void plan_facts(const engine::PlanData& plan, void* facts) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+#if EJK_HAVE_CUDA
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   int64_t cuda_dynamic_smem(const VariantKey& key) const override;
+#endif
   void reference(const engine::Bound& b, double* const* out) const override;
+  double flops(const engine::Bound& b) const override;
 
   // Every field of the kernels' parameters but tile_counter and l2_kv_bytes.
   FlashFwdParams params(const engine::Bound& b) const;

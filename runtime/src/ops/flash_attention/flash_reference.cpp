@@ -1,4 +1,4 @@
-// Float64 reference of the flash attention forward (see ejk/reference.h).
+// Float64 reference of the flash attention forward (see flash_reference.h).
 // Deliberately plain: per (sequence, head) it converts the rows it needs to double, then for
 // every query computes all logits, their max, the denominator and the weighted sum of values.
 #include "ops/flash_attention/flash_reference.h"
@@ -12,42 +12,14 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/elements.h"
 
 namespace ejk {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-double bf16_bits_to_double(uint16_t bits) {
-  uint32_t u = uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// IEEE binary16 decoded exactly, subnormals, infinities and NaN included.
-double f16_bits_to_double(uint16_t bits) {
-  const bool negative = (bits & 0x8000u) != 0;
-  const int exponent = (bits >> 10) & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  double magnitude;
-  if (exponent == 0) magnitude = std::ldexp(double(mantissa), -24);
-  else if (exponent == 31) magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN()
-                                                : std::numeric_limits<double>::infinity();
-  else magnitude = std::ldexp(double(mantissa | 0x400), exponent - 25);
-  return negative ? -magnitude : magnitude;
-}
-
-double read_elem(const void* base, int64_t index, DType dtype) {
-  switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[index];
-    case DType::bf16: return bf16_bits_to_double(static_cast<const uint16_t*>(base)[index]);
-    case DType::f16: return f16_bits_to_double(static_cast<const uint16_t*>(base)[index]);
-    default: break;
-  }
-  throw InvalidArgument("reference_flash_fwd: dtype " + std::string(dtype_name(dtype)) +
-                        " is not an element type of flash attention (expected f32, bf16 or f16)");
-}
+double read_elem(const void* base, int64_t index, DType dtype) { return engine::read_as_double(base, dtype, index); }
 
 // Where sequence b lives: its first row in the (packed) tensors and its lengths.
 struct SeqSpan {

@@ -101,16 +101,6 @@ engine::CpuWork MeanPoolingOp::cpu_prepare(const engine::Bound& b, const engine:
   return {p.chunks * p.col_tiles};
 }
 
-#if !EJK_HAVE_CUDA
-void MeanPoolingOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine::CudaLaunchContext&) const {
-  throw BackendUnavailable(
-      fmt::format("{}: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)", name()));
-}
-engine::OpDef::Workspace MeanPoolingOp::cuda_workspace(const engine::Bound&, const engine::PlanData&) const {
-  return {};
-}
-#endif
-
 void MeanPoolingOp::reference(const engine::Bound& b, double* const* out) const {
   reference_mean_pool(params(b), backward, b.dtype, out[output]);
 }
@@ -124,5 +114,8 @@ const MeanPoolingOp& mean_pooling_backward_op() {
   static const MeanPoolingOp op("mean_pool_bwd", true);
   return op;
 }
+
+EJK_REGISTER_OP(mean_pooling_op);
+EJK_REGISTER_OP(mean_pooling_backward_op);
 
 }  // namespace ejk::ops

@@ -14,8 +14,10 @@ class MeanPoolingOp final : public engine::OpDef {
 
   void check(const engine::Bound& b) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+#if EJK_HAVE_CUDA
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
+#endif
   void reference(const engine::Bound& b, double* const* out) const override;
 
   // Every field but the work split (chunks, tiles) and the workspace.

@@ -3,23 +3,12 @@
 #include <string>
 
 #include "ejk/core/error.h"
-#include "ejk/kernels/cpu/types.h"
+#include "engine/elements.h"
 
 namespace ejk {
 namespace {
 
-// Exact: bf16 and f16 widen to f32 without rounding, and f32 to double.
-double read_elem(const void* base, int64_t index, DType dtype) {
-  const auto* bits = static_cast<const uint16_t*>(base);
-  switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[index];
-    case DType::bf16: return cpu::to_f32<cpu::ElemKind::bf16>(bits[index]);
-    case DType::f16: return cpu::to_f32<cpu::ElemKind::f16>(bits[index]);
-    default: break;
-  }
-  throw InvalidArgument("reference_mean_pool: dtype " + std::string(dtype_name(dtype)) +
-                        " is not an element type of mean pooling (expected f32, bf16 or f16)");
-}
+double read_elem(const void* base, int64_t index, DType dtype) { return engine::read_as_double(base, dtype, index); }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "ejk/core/error.h"
+#include "engine/elements.h"
 
 namespace ejk::ops {
 
@@ -26,21 +27,16 @@ MergeStatesParams MergeAttentionStatesOp::params(const engine::Bound& b) const {
     p.out_stride_h[k] = outs[k]->strides[outs[k]->rank() - 2];
     p.lse_stride_h[k] = lses[k]->strides[lses[k]->rank() - 2];
   }
-  // Leading dims, outermost first: size-1 dims dropped, and a dim folded into the one before it
-  // where that one's stride is its stride times its size in all six tensors.
-  int64_t lead_count = 1;
-  for (int64_t i = 0; i < b.lead.size(); ++i) {
-    const int64_t n = b.lead[i];
-    lead_count *= n;
-    if (n == 1) continue;
-    bool fold = p.lead_rank > 0;
-    for (int k = 0; k < 3 && fold; ++k)
-      fold = p.out_lead_stride[k][p.lead_rank - 1] == outs[k]->strides[i] * n &&
-             p.lse_lead_stride[k][p.lead_rank - 1] == lses[k]->strides[i] * n;
-    const int d = fold ? p.lead_rank - 1 : p.lead_rank++;
-    p.lead_size[d] = fold ? p.lead_size[d] * n : n;
-    for (int k = 0; k < 3; ++k) p.out_lead_stride[k][d] = outs[k]->strides[i], p.lse_lead_stride[k][d] = lses[k]->strides[i];
+  // Leading dims folded as all six tensors' strides allow (outs k at 0..2, LSEs k at 3..5).
+  const TensorView* all[6] = {outs[0], outs[1], outs[2], lses[0], lses[1], lses[2]};
+  const engine::FoldedLead f = engine::fold_lead_dims(b.lead, all, 6);
+  static_assert(Dims::kMaxRank - 3 <= kMergeMaxLead, "out's rank bounds its leading dims");
+  p.lead_rank = f.rank;
+  for (int d = 0; d < f.rank; ++d) {
+    p.lead_size[d] = f.size[d];
+    for (int k = 0; k < 3; ++k) p.out_lead_stride[k][d] = f.stride[k][d], p.lse_lead_stride[k][d] = f.stride[3 + k][d];
   }
+  const int64_t lead_count = f.count;
   p.rows = lead_count * p.heads * p.tokens;  // lse's element count, which the binder bounded
   return p;
 }
@@ -56,16 +52,11 @@ engine::CpuWork MergeAttentionStatesOp::cpu_prepare(const engine::Bound& b, cons
   return {ceil_div<int64_t>(p->rows, p->rows_per_task)};
 }
 
-#if !EJK_HAVE_CUDA
-void MergeAttentionStatesOp::cuda_launch(const engine::Bound&, const engine::PlanData&,
-                                         engine::CudaLaunchContext&) const {
-  throw BackendUnavailable("merge_attention_states: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)");
-}
-#endif
-
 const MergeAttentionStatesOp& merge_attention_states_op() {
   static const MergeAttentionStatesOp op;
   return op;
 }
+
+EJK_REGISTER_OP(merge_attention_states_op);
 
 }  // namespace ejk::ops

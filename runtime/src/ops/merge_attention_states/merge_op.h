@@ -12,7 +12,9 @@ class MergeAttentionStatesOp final : public engine::OpDef {
   MergeAttentionStatesOp();
 
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+#if EJK_HAVE_CUDA
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+#endif
   void reference(const engine::Bound& b, double* const* out) const override;
 
   // Every field but the backend's schedule (rows_per_task, lanes_per_row, vec_elems).

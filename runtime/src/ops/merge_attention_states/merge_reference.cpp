@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ejk/core/error.h"
-#include "ejk/half.h"
+#include "engine/elements.h"
 #include "engine/op_def.h"
 #include "ops/merge_attention_states/merge_op.h"
 
@@ -19,16 +19,7 @@ struct DoubleMath {
   double rcp(double x) const { return 1.0 / x; }
 };
 
-double read(const TensorView& t, int64_t index) {
-  switch (t.dtype) {
-    case DType::f32: return static_cast<const float*>(t.data)[index];
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(t.data)[index]);
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(t.data)[index]);
-    default: break;
-  }
-  throw InvalidArgument("merge_attention_states reference: dtype " + std::string(dtype_name(t.dtype)) +
-                        " is not an element type of the op (expected f32, bf16 or f16)");
-}
+double read(const TensorView& t, int64_t index) { return engine::read_as_double(t, index); }
 
 // Offset of leading index `l` (row-major over the leading dims) in t, through t's strides.
 int64_t lead_offset(const TensorView& t, const Dims& lead, int64_t l) {
