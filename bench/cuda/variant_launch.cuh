@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(C::kThreads) flash_kernel(const __grid_constan
   ejk::cuda::flash_fwd_sm80<C>(p);
 }
 
-// (threads, 1): the register cap at entry that setmaxnreg needs (HOPPER.md).
+// (threads, 1): the register cap at entry that setmaxnreg needs (docs/design/flash_fwd_cuda.md).
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1) flash_kernel_sm90(const __grid_constant__ ejk::FlashFwdParams p,
                                                                     const __grid_constant__ ejk::cuda::FlashFwdTensorMaps maps) {
