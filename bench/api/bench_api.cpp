@@ -112,8 +112,13 @@ void call_c(Buffers& x, const Problem& p, void* stream) {
   ejk_tensor q{x.q.data(), dt, kind, 0, 4, qs, nullptr}, k{x.k.data(), dt, kind, 0, 4, qs, nullptr},
       v{x.v.data(), dt, kind, 0, 4, qs, nullptr}, o{x.out.data(), dt, kind, 0, 4, qs, nullptr},
       l{x.lse.data(), EJK_F32, kind, 0, 3, ls, nullptr};
+#ifdef EJK_BENCH_OLD_API
   ejk_flash_options opt;
   ejk_flash_options_init(&opt);
+#else
+  ejk_flash_attention_options opt;
+  ejk_flash_attention_options_init(&opt);
+#endif
   opt.causal = p.causal;
   opt.block_q = x.opt.block_q;
 #ifdef EJK_BENCH_OLD_API
