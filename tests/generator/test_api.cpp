@@ -212,3 +212,35 @@ TEST_CASE("scalar ranges and pair structs in the spec", "[api][schema]") {
   CHECK_THAT(error_of("  - {name: w, type: \"i64[2]\", default: none, struct: Pair, fields: [a, a]}"),
              ContainsSubstring("two distinct field names"));
 }
+
+TEST_CASE("specs name the targets of specs/targets.yaml, declared once", "[api][targets]") {
+  const auto table_path = ejk::test::source_root() / "specs" / "targets.yaml";
+  const ejk::TargetTable table = ejk::TargetTable::parse(ejk::gen::read_file(table_path), table_path.string());
+  REQUIRE(table.backends.count("cpu") == 1);
+  REQUIRE(table.backends.count("cuda") == 1);
+  const ejk::BackendDef& cpu = spec_of("flash_attention").schema.backend("cpu");
+  std::vector<std::string> names;
+  for (const ejk::TargetDef& t : cpu.targets) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"amx", "avx512", "avx2", "generic"});
+  CHECK(cpu.find_target("avx2")->compile_flags == std::vector<std::string>{"-march=x86-64-v3"});
+  const ejk::BackendDef& cuda = spec_of("mean_pooling").schema.backend("cuda");
+  CHECK(cuda.find_target("sm90a")->vars.at("sm") == 90);
+  CHECK(cuda.find_target("sm80")->requires_features == std::vector<std::string>{"sm_80"});
+
+  std::string text = kMini;
+  text.replace(text.find("SCALARS"), 7, "  - {name: on, type: bool, default: \"true\"}");
+  text.replace(text.find("targets:\n      generic: {flags: [\"-march=x86-64\"]}"), 50, "targets: [avx2, generic]");
+  const ejk::OpSchema named = ejk::OpSchema::parse(text, "specs/mini.yaml", &table);
+  CHECK(named.backend("cpu").targets.size() == 2);
+  CHECK(named.backend("cpu").targets.front().name == "avx2");
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(text, "specs/mini.yaml"), ContainsSubstring("no target table was given"));
+  std::string unknown = text;
+  unknown.replace(unknown.find("avx2, generic"), 13, "avx3, generic");
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(unknown, "specs/mini.yaml", &table),
+                    ContainsSubstring("specs/mini.yaml:") && ContainsSubstring("'avx3' is not a cpu target"));
+  std::string twice = text;
+  twice.replace(twice.find("avx2, generic"), 13, "avx2, avx2");
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(twice, "specs/mini.yaml", &table), ContainsSubstring("listed twice"));
+  CHECK_THROWS_WITH(ejk::TargetTable::parse("targets:\n  cpu: [avx2]\n", "specs/targets.yaml"),
+                    ContainsSubstring("expected a map of targets"));
+}

@@ -18,6 +18,7 @@
 #include "ejk/half.h"
 #include "ejk/op.h"
 #include "ejk/ops/mean_pooling.h"
+#include "ejk/ops/mean_pooling_backward.h"
 #include "host_case.h"
 
 using namespace ejk;
