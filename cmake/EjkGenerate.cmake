@@ -14,7 +14,8 @@
 # set), EJK_ENABLE_CUDA and EJK_CUDA_ARCHS (CUDA variants as cubins built by nvcc, e.g.
 # "80;90a" -> targets sm80 and sm90a).
 # Outputs: ejk_generated (PIC static library: registry.cpp + CPU AOT objects, include dirs
-# kernels/ and core/include), the target ejk_generate, ${EJK_GENERATED_DIR}.
+# kernels/ and core/include), the target ejk_generate, ${EJK_GENERATED_DIR}, and the ops' typed
+# APIs: EJK_GEN_API_SOURCES (compiled into libejk) and EJK_GEN_API_INCLUDE_DIR (public headers).
 
 get_filename_component(EJK_ROOT_DIR ${CMAKE_CURRENT_LIST_DIR}/.. ABSOLUTE)
 set(EJK_SPECS_DIR ${EJK_ROOT_DIR}/specs)
@@ -57,7 +58,8 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_ejk_gen_code} 
 
 set(_ejk_gen_backends cpu)
 set(_ejk_gen_args --specs ${EJK_SPECS_DIR} --templates ${EJK_TEMPLATES_DIR}
-                  --kernels ${EJK_KERNELS_DIR} --out ${EJK_GENERATED_DIR})
+                  --kernels ${EJK_KERNELS_DIR} --out ${EJK_GENERATED_DIR}
+                  --api-out ${EJK_GENERATED_DIR}/api)
 if(EJK_ENABLE_CUDA)
   set(_ejk_gen_backends cpu,cuda)
   list(TRANSFORM EJK_CUDA_ARCHS PREPEND sm OUTPUT_VARIABLE _ejk_cuda_targets)
@@ -99,7 +101,7 @@ function(ejk_generate_with_cuda)
   set(cubin_dir ${EJK_GENERATED_DIR}/cubins)
   ejk_gen_add_step(${EJK_GENERATED_DIR}/ejk-gen-sources.stamp
     COMMAND ejk-gen ${_ejk_gen_args} --only sources
-    BYPRODUCTS ${_ejk_cpu_sources} ${_ejk_cuda_sources}
+    BYPRODUCTS ${_ejk_cpu_sources} ${_ejk_cuda_sources} ${EJK_GEN_API_SOURCES} ${EJK_GEN_API_HEADERS}
     DEPENDS ${_ejk_gen_inputs}
     COMMENT "ejk-gen: AOT variant sources in ${EJK_GENERATED_DIR}")
   set(cubins)
@@ -139,9 +141,9 @@ else()
   # One run writes the sources and the registry, so the two cannot disagree.
   ejk_gen_add_step(${EJK_GENERATED_DIR}/ejk-gen.stamp
     COMMAND ejk-gen ${_ejk_gen_args}
-    BYPRODUCTS ${EJK_GEN_REGISTRY} ${_ejk_cpu_sources}
+    BYPRODUCTS ${EJK_GEN_REGISTRY} ${_ejk_cpu_sources} ${EJK_GEN_API_SOURCES} ${EJK_GEN_API_HEADERS}
     DEPENDS ${_ejk_gen_inputs}
-    COMMENT "ejk-gen: AOT variants and registry in ${EJK_GENERATED_DIR}")
+    COMMENT "ejk-gen: AOT variants, registry and op APIs in ${EJK_GENERATED_DIR}")
   add_custom_target(ejk_generate DEPENDS ${EJK_GENERATED_DIR}/ejk-gen.stamp)
 endif()
 
@@ -149,3 +151,6 @@ add_library(ejk_generated STATIC ${EJK_GEN_REGISTRY} ${_ejk_cpu_sources})
 add_dependencies(ejk_generated ejk_generate)
 set_target_properties(ejk_generated PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(ejk_generated PUBLIC ${EJK_KERNELS_DIR} ${EJK_ROOT_DIR}/core/include)
+# The ops' typed APIs (ejk/ops/<op>.h, <op>_c.h): their sources are libejk's
+# (EJK_GEN_API_SOURCES, added to its objects), their headers public (EJK_GEN_API_INCLUDE_DIR).
+target_include_directories(ejk_generated PUBLIC ${EJK_GEN_API_INCLUDE_DIR})

@@ -23,6 +23,7 @@ install(TARGETS ejk_cli ejk-gen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The public headers, and of core's only error.h: the exception types a caller catches.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/ejk DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${EJK_GEN_API_INCLUDE_DIR}/ejk DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})  # ejk/ops/*.h, generated
 install(FILES ${PROJECT_SOURCE_DIR}/core/include/ejk/core/error.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ejk/core)
 

@@ -23,8 +23,8 @@ int main(void) {
   ejk_tensor tv = {v, EJK_F32, EJK_DEVICE_CPU, 0, 4, shape, NULL};
   ejk_tensor to = {out, EJK_F32, EJK_DEVICE_CPU, 0, 4, shape, NULL};
   ejk_tensor tl = {lse, EJK_F32, EJK_DEVICE_CPU, 0, 3, lse_shape, NULL};
-  ejk_flash_options opt;
-  ejk_flash_options_init(&opt);
+  ejk_flash_attention_options opt;
+  ejk_flash_attention_options_init(&opt);
   opt.causal = 1;
 
   int status = ejk_flash_attention(NULL, &tq, &tk, &tv, NULL, NULL, NULL, NULL, NULL, NULL, &opt, &to, &tl);

@@ -7,6 +7,7 @@ set -euo pipefail
 src=$(cd "$1" && pwd); build=$(cd "$2" && pwd); out=$3
 here=$(cd "$(dirname "$0")" && pwd)
 flags=(-O2 -std=c++20 -I"$src/runtime/include" -I"$src/kernels" -I"$src/core/include")
+[[ -d $build/generated/api/include ]] && flags+=(-I"$build/generated/api/include")  # ejk/ops/*.h, generated
 libs=(-L"$build/runtime" -lejk)  # after the source: linkers that drop unneeded libraries read in order
 [[ ${EJK_BENCH_OLD_API:-0} == 1 ]] && flags+=(-DEJK_BENCH_OLD_API)
 mkdir -p "$(dirname "$out")"

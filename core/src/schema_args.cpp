@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "ejk/core/expr.h"
@@ -192,13 +194,67 @@ ScalarType scalar_type(const SpecReader& r, const YAML::Node& n, const std::stri
   return it->second;
 }
 
+bool parse_number(std::string_view text, double& out) {
+  if (text.empty() || text.size() > 64) return false;
+  const std::string t(text);
+  char* end = nullptr;
+  out = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size() && std::isfinite(out);
+}
+
+// min, max, finite, positive: what the binder enforces on the value (schema.h, ScalarArgDef).
+void parse_scalar_range(const SpecReader& r, const Fields& f, const std::string& path, ScalarArgDef& s) {
+  const bool numeric = s.type != ScalarType::boolean, floating = s.type == ScalarType::f32 || s.type == ScalarType::f64;
+  for (const char* key : {"min", "max"}) {
+    const YAML::Node* n = f.find(key);
+    if (!n) continue;
+    const std::string kpath = SpecReader::join(path, key);
+    if (!numeric) r.fail(*n, kpath, "a bool has no range");
+    double v = 0;
+    if (!parse_number(r.scalar(*n, kpath), v)) r.fail(*n, kpath, "expected a finite number");
+    if (!floating && v != std::floor(v)) r.fail(*n, kpath, fmt::format("an integer scalar takes an integer bound, got {}", v));
+    (key[1] == 'i' ? s.has_min : s.has_max) = true;
+    (key[1] == 'i' ? s.min : s.max) = v;
+  }
+  if (s.has_min && s.has_max && s.min > s.max)
+    r.fail(f.line, path, fmt::format("min {} is above max {}", s.min, s.max));
+  if (const YAML::Node* n = f.find("finite")) {
+    if (!floating) r.fail(*n, SpecReader::join(path, "finite"), "only f32 and f64 scalars can be non-finite");
+    s.finite = r.boolean(*n, SpecReader::join(path, "finite"));
+  }
+  if (const YAML::Node* n = f.find("positive")) {
+    if (!numeric) r.fail(*n, SpecReader::join(path, "positive"), "a bool cannot be positive");
+    s.positive = r.boolean(*n, SpecReader::join(path, "positive"));
+  }
+}
+
+// struct and fields: the names the typed APIs give an i64[2] pair.
+void parse_pair_struct(const SpecReader& r, const Fields& f, const std::string& path, ScalarArgDef& s) {
+  const YAML::Node* st = f.find("struct");
+  const YAML::Node* fl = f.find("fields");
+  if (!st && !fl) return;
+  if (s.type != ScalarType::i64x2 || !st || !fl)
+    r.fail(f.line, path, "struct and fields go together, on an i64[2] scalar");
+  s.pair_struct = r.scalar(*st, SpecReader::join(path, "struct"));
+  const bool camel = !s.pair_struct.empty() && std::isupper(static_cast<unsigned char>(s.pair_struct[0])) &&
+                     std::all_of(s.pair_struct.begin(), s.pair_struct.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+  if (!camel) r.fail(*st, SpecReader::join(path, "struct"), "expected a C++ type name in CamelCase (e.g. SlidingWindow)");
+  s.pair_fields = r.scalar_list(*fl, SpecReader::join(path, "fields"), false);
+  if (s.pair_fields.size() != 2 || s.pair_fields[0] == s.pair_fields[1] || !is_identifier(s.pair_fields[0]) ||
+      !is_identifier(s.pair_fields[1]))
+    r.fail(*fl, SpecReader::join(path, "fields"), "expected two distinct field names [a-z_][a-z0-9_]*");
+}
+
 std::vector<ScalarArgDef> parse_scalars(const SpecReader& r, const YAML::Node& n,
                                         const std::vector<AxisDef>& axes, std::vector<std::string>& symbols) {
   std::vector<ScalarArgDef> out;
   const std::vector<YAML::Node> items = r.list(n, "scalars", true);
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string path = SpecReader::index("scalars", i);
-    Fields f = r.fields(items[i], path, {"name", "type", "default", "sets_flag", "binds", "doc"}, {"name", "type", "default"});
+    Fields f = r.fields(items[i], path,
+                        {"name", "type", "default", "sets_flag", "binds", "min", "max", "finite", "positive", "struct",
+                         "fields", "doc"},
+                        {"name", "type", "default"});
     ScalarArgDef s;
     s.line = f.line;
     s.name = r.identifier(*f.find("name"), SpecReader::join(path, "name"));
@@ -212,6 +268,8 @@ std::vector<ScalarArgDef> parse_scalars(const SpecReader& r, const YAML::Node& n
         r.fail(*b, SpecReader::join(path, "binds"), "an i64 scalar binds a size symbol (e.g. T)");
       s.binds = intern(symbols, sym);
     }
+    parse_scalar_range(r, f, path, s);
+    parse_pair_struct(r, f, path, s);
     if (const YAML::Node* d = f.find("doc")) s.doc = r.text(*d, SpecReader::join(path, "doc"));
     for (const ScalarArgDef& u : out)
       if (u.name == s.name) r.fail(s.line, path, fmt::format("duplicate scalar '{}'", s.name));
@@ -346,6 +404,21 @@ int Layout::required_rank() const {
 
 bool Layout::has_ellipsis() const {
   return !dims.empty() && dims.front().kind == LayoutDim::Kind::Ellipsis;
+}
+
+bool ScalarArgDef::default_is_absent() const {
+  if (default_value == "none") return true;
+  switch (type) {
+    case ScalarType::boolean: return default_value != "true" && default_value != "false";
+    case ScalarType::i64: return default_value.empty() || default_value.find_first_not_of("-0123456789") != std::string::npos;
+    case ScalarType::f32:
+    case ScalarType::f64: {
+      double v = 0;
+      return !detail::parse_number(default_value, v);
+    }
+    case ScalarType::i64x2: return true;
+  }
+  return true;
 }
 
 const Layout& TensorArgDef::layout_in(const std::string& mode) const {

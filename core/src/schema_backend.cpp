@@ -45,9 +45,36 @@ TargetDef parse_target(const SpecReader& r, const YAML::Node& n, const std::stri
   return t;
 }
 
-// Targets in preference order (the runtime takes the first one the host supports).
+// `targets: [a, b]`: entries of the shared table (specs/targets.yaml), in this order.
+std::vector<TargetDef> named_targets(const SpecReader& r, const YAML::Node& n, const std::string& path,
+                                     const std::string& backend, const TargetTable* table) {
+  if (!table) r.fail(n, path, "names targets of specs/targets.yaml, but no target table was given");
+  auto b = table->backends.find(backend);
+  if (b == table->backends.end()) r.fail(n, path, fmt::format("specs/targets.yaml has no backend '{}'", backend));
+  std::string known;
+  for (const TargetDef& t : b->second) known += fmt::format("{}{}", known.empty() ? "" : ", ", t.name);
+  const std::vector<YAML::Node> items = r.list(n, path, false);
+  std::vector<TargetDef> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string ipath = SpecReader::index(path, i);
+    const std::string name = r.token(items[i], ipath);
+    auto t = std::find_if(b->second.begin(), b->second.end(), [&](const TargetDef& x) { return x.name == name; });
+    if (t == b->second.end())
+      r.fail(items[i], ipath, fmt::format("'{}' is not a {} target of specs/targets.yaml ({})", name, backend, known));
+    if (std::any_of(out.begin(), out.end(), [&](const TargetDef& x) { return x.name == name; }))
+      r.fail(items[i], ipath, fmt::format("'{}' is listed twice", name));
+    out.push_back(*t);
+    out.back().line = SpecReader::line(items[i]);  // messages point into the spec that names it
+  }
+  return out;
+}
+
+// Targets in preference order (the runtime takes the first one the host supports): a map
+// declaring them, or a list naming the shared table's.
 std::vector<TargetDef> parse_targets(const SpecReader& r, const YAML::Node& n,
-                                     const std::string& path) {
+                                     const std::string& path, const std::string& backend,
+                                     const TargetTable* table) {
+  if (n.IsSequence()) return named_targets(r, n, path, backend, table);
   Fields f = r.open_fields(n, path);
   if (f.entries().empty()) r.fail(f.line, path, "expected at least one target");
   std::vector<TargetDef> out;
@@ -241,7 +268,8 @@ std::string describe_domain(const AxisDef& a) {
 BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const std::string& name,
                                  const std::vector<AxisDef>& axes,
                                  const std::vector<ProblemVarDef>& problem,
-                                 const std::map<std::string, int64_t>& enum_constants) {
+                                 const std::map<std::string, int64_t>& enum_constants,
+                                 const TargetTable* targets) {
   const std::string path = "backends." + name;
   Fields f = r.fields(n, path,
                       {"targets", "template", "suffix", "domains", "constraints", "configs",
@@ -250,7 +278,7 @@ BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const
   BackendDef b;
   b.name = name;
   b.line = f.line;
-  b.targets = parse_targets(r, *f.find("targets"), SpecReader::join(path, "targets"));
+  b.targets = parse_targets(r, *f.find("targets"), SpecReader::join(path, "targets"), name, targets);
   b.template_file = r.scalar(*f.find("template"), SpecReader::join(path, "template"));
   if (b.template_file.find("..") != std::string::npos || b.template_file.front() == '/')
     r.fail(*f.find("template"), SpecReader::join(path, "template"), "expected a file name under templates/");
@@ -308,3 +336,22 @@ BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const
 }
 
 }  // namespace ejk::detail
+
+namespace ejk {
+
+TargetTable TargetTable::parse(std::string_view yaml_text, std::string file_name) {
+  detail::SpecReader r(file_name);
+  const YAML::Node root = r.load(yaml_text);
+  if (!root.IsMap()) r.fail(root.IsDefined() ? detail::SpecReader::line(root) : 1, "", "expected a map of sections");
+  detail::Fields top = r.fields(root, "", {"targets", "doc"}, {"targets"});
+  detail::Fields backends = r.open_fields(*top.find("targets"), "targets");
+  TargetTable t;
+  for (const auto& [name, node] : backends.entries()) {
+    if (!detail::is_token(name)) r.fail(node, "targets." + name, "a backend name must be a token [a-z0-9]+");
+    if (!node.IsMap()) r.fail(node, "targets." + name, "expected a map of targets (name: {flags, requires, vars})");
+    t.backends[name] = detail::parse_targets(r, node, "targets." + name, name, nullptr);
+  }
+  return t;
+}
+
+}  // namespace ejk

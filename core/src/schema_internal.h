@@ -27,7 +27,8 @@ ArgSections parse_arg_sections(const SpecReader& r, const Fields& top, const std
 BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const std::string& name,
                                  const std::vector<AxisDef>& axes,
                                  const std::vector<ProblemVarDef>& problem,
-                                 const std::map<std::string, int64_t>& enum_constants);
+                                 const std::map<std::string, int64_t>& enum_constants,
+                                 const TargetTable* targets);
 
 // The `values` (and, for int axes, `jit`) of an axis or of a backend's domain override, read
 // from the map `f` into `a` according to a.kind (schema_parse.cpp).

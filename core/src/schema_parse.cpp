@@ -178,7 +178,7 @@ void parse_domain(const SpecReader& r, const Fields& f, const std::string& path,
 
 }  // namespace detail
 
-OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name) {
+OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name, const TargetTable* targets) {
   SpecReader r(file_name);
   const YAML::Node root = r.load(yaml_text);
   if (!root.IsMap()) r.fail(root.IsDefined() ? SpecReader::line(root) : 1, "", "expected a map of sections");
@@ -210,7 +210,7 @@ OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name) {
   for (const auto& [name, node] : backends.entries()) {
     if (!detail::is_token(name))
       r.fail(node, "backends." + name, "a backend name must be a token [a-z0-9]+");
-    s.backends_.push_back(detail::parse_backend_section(r, node, name, s.axes_, s.problem_, s.enum_constants_));
+    s.backends_.push_back(detail::parse_backend_section(r, node, name, s.axes_, s.problem_, s.enum_constants_, targets));
   }
   s.check_aot_sets();
   return s;

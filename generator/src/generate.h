@@ -23,6 +23,9 @@ struct GenerateOptions {
   // Directory holding <key>.cubin for every selected CUDA variant (built by nvcc from the
   // sources of an earlier `--only sources` run); unset: the CUDA table stays empty.
   std::optional<fs::path> cuda_cubins;
+  // Where the public ops' typed APIs go (api.h: headers under include/, sources under src/),
+  // written with the sources; unset: none.
+  std::optional<fs::path> api_dir;
   Only only = Only::all;
   Registry registry = Registry::library;
 };

@@ -1,7 +1,7 @@
 // ejk-gen: the ahead-of-time generator.
 //
 //   ejk-gen --out DIR [--backends cpu,cuda] [--variants REGEX | --keys K1,K2] [--targets cuda=sm80,sm90a]
-//           [--only all|sources|registry] [--registry library|user] [--cuda-cubins DIR]
+//           [--only all|sources|registry] [--registry library|user] [--cuda-cubins DIR] [--api-out DIR]
 //           [--list-outputs | --cmake-manifest F]
 //   ejk-gen list [--backends ...] [--variants REGEX]      the selected AOT keys, one per line
 //   ejk-gen render KEY                                     the source of any valid key
@@ -60,7 +60,7 @@ Only parse_only(const std::string& s) {
 
 struct Args {
   std::string specs = "specs", templates = "templates", kernels = "kernels", out;
-  std::string backends, variants, only = "all", registry = "library", cuda_cubins, cmake_manifest;
+  std::string backends, variants, only = "all", registry = "library", cuda_cubins, cmake_manifest, api_out;
   std::vector<std::string> targets, keys;
   bool list_outputs = false;
   std::string key;
@@ -77,6 +77,7 @@ GenerateOptions options_from(const Args& a, const std::string& default_backends)
   o.selection.backends = split_list(a.backends.empty() ? default_backends : a.backends);
   o.selection.targets = parse_targets(a.targets);
   if (!a.cuda_cubins.empty()) o.cuda_cubins = a.cuda_cubins;
+  if (!a.api_out.empty()) o.api_dir = a.api_out;
   o.only = parse_only(a.only);
   o.registry = parse_registry(a.registry);
   return o;
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
                  "library: registry.cpp for libejk; user: registration.cpp, a program's own CPU variants")
       ->capture_default_str();
   app.add_option("--cuda-cubins", a.cuda_cubins, "directory of <key>.cubin files to embed in the CUDA table");
+  app.add_option("--api-out", a.api_out, "also write the public ops' typed C++ and C APIs under this directory");
   app.add_flag("--list-outputs", a.list_outputs, "print the output paths, one per line, and write nothing");
   app.add_option("--cmake-manifest", a.cmake_manifest, "write the CMake manifest of the outputs to this file, and nothing else");
   CLI::App* list = app.add_subcommand("list", "print the selected AOT keys, one per line");

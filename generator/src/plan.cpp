@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <regex>
 
 #include "ejk/core/error.h"
@@ -80,10 +81,14 @@ PlannedVariant plan_key(const std::vector<SpecFile>& specs, const Selection& sel
 
 std::vector<SpecFile> load_specs(const fs::path& dir) {
   std::vector<SpecFile> specs;
+  const std::string table_name(TargetTable::kFileName);
+  std::optional<TargetTable> table;
+  if (fs::is_regular_file(dir / table_name))
+    table = TargetTable::parse(read_file(dir / table_name), (dir / table_name).string());
   for (const std::string& name : list_files(dir, false)) {
-    if (fs::path(name).extension() != ".yaml") continue;
+    if (fs::path(name).extension() != ".yaml" || name == table_name) continue;
     std::string text = read_file(dir / name);
-    OpSchema schema = OpSchema::parse(text, (dir / name).string());
+    OpSchema schema = OpSchema::parse(text, (dir / name).string(), table ? &*table : nullptr);
     for (const SpecFile& s : specs)
       if (s.schema.op() == schema.op())
         throw SpecError(fmt::format("{}:1: op: '{}' is also the op of {}", (dir / name).string(),

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "ejk/core/error.h"
 #include "ejk/core/kernel_abi.h"
@@ -21,9 +22,16 @@ struct Schemas {
 const Schemas& schemas() {
   static const Schemas s = [] {
     Schemas out;
+    // specs/targets.yaml is the table the specs' named targets come from, not an op.
+    const std::string table_path = "specs/" + std::string(TargetTable::kFileName);
+    std::optional<TargetTable> table;
+    for (size_t i = 0; i < generated::kNumSpecs; ++i)
+      if (generated::kSpecs[i].path == table_path)
+        table = TargetTable::parse({generated::kSpecs[i].text, generated::kSpecs[i].size}, table_path);
     for (size_t i = 0; i < generated::kNumSpecs; ++i) {
       const auto& f = generated::kSpecs[i];
-      auto schema = std::make_unique<OpSchema>(OpSchema::parse({f.text, f.size}, f.path));
+      if (f.path == table_path) continue;
+      auto schema = std::make_unique<OpSchema>(OpSchema::parse({f.text, f.size}, f.path, table ? &*table : nullptr));
       std::string op = schema->op();
       out.by_op.emplace(std::move(op), std::move(schema));
     }

@@ -61,7 +61,7 @@ TEST_CASE("malformed options are refused by name", "[cli][errors]") {
   expect_error("", run + "--d 64 --scale abc", "--scale");
   expect_error("", "run flash_attention --b -2", "--b: expected a decimal integer");
   expect_error("", "run flash_attention --hq 3 --hkv 2", "kv heads (2) must divide the number of q heads (3)");
-  expect_error("", run + "--d 64 --softcap -1", "logits_soft_cap: must be a positive finite number");
+  expect_error("", run + "--d 64 --softcap -1", "logits_soft_cap: must be > 0, got -1");
   expect_error("", "run mean_pooling --b 2 --t 8 --d 4 --dtype i32", "expected dtype");
   expect_error("", "compile flash_attention --backend cuda --arch sm_75 --d 64", "unknown CUDA target 'sm75'");
   expect_error("", "run flash_atention", "run: unknown op 'flash_atention' (ops: flash_attention,");

@@ -5,7 +5,9 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "ejk/core/error.h"
@@ -200,4 +202,92 @@ TEST_CASE("ejk_variant_key checks a call without data, as a binding does when it
   args[2].tensor = &v;
   CHECK(ejk_variant_key("flash_attention", args, 4, nullptr, key, sizeof(key)) == EJK_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("v: dim 3 (D) must be 64"));
+}
+
+TEST_CASE("scalar ranges declared in the spec are refused by the binder, naming the argument", "[engine][ranges]") {
+  Problem p;
+  auto with = [&](const char* name, Scalar v) {
+    Args a = p.inputs();
+    a.set(name, v);
+    return error_of([&] { output_specs("flash_attention", a); });
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // f32 scalars are checked as the f32 the kernels get: 1e300 would be inf there, 1e-300 zero.
+  CHECK_THAT(with("softmax_scale", 1e300), ContainsSubstring("flash_attention: softmax_scale: 1e+300 is outside the f32 range"));
+  CHECK_THAT(with("softmax_scale", nan), ContainsSubstring("softmax_scale: must be a number, got NaN"));
+  CHECK_THAT(with("softmax_scale", inf), ContainsSubstring("softmax_scale: must be finite, got inf"));
+  CHECK_THAT(with("logits_soft_cap", 1e-300), ContainsSubstring("logits_soft_cap: must be > 0 as an f32, got 1e-300"));
+  CHECK_THAT(with("logits_soft_cap", -2.0), ContainsSubstring("logits_soft_cap: must be > 0, got -2"));
+  CHECK_THAT(with("logits_soft_cap", nan), ContainsSubstring("logits_soft_cap: must be a number"));
+  CHECK_THAT(with("sliding_window", std::array<int64_t, 2>{-1, 4}), ContainsSubstring("sliding_window (left): must be >= 0, got -1"));
+  CHECK_THAT(with("sliding_window", std::array<int64_t, 2>{4, -3}), ContainsSubstring("sliding_window (right): must be >= 0, got -3"));
+  CHECK_THAT(with("max_seqlen_q", int64_t{-1}), ContainsSubstring("max_seqlen_q: must be >= 0, got -1"));
+  CHECK(with("softmax_scale", 3.0e38) == "no error");
+  CHECK(with("logits_soft_cap", 1e-30) == "no error");
+  // The typed API and the C ABI reach the same check.
+  FlashAttentionOptions opt;
+  opt.logits_soft_cap = float(nan);
+  CHECK_THAT(error_of([&] { flash_attention({p.q.view(), p.k.view(), p.v.view()}, opt); }),
+             ContainsSubstring("logits_soft_cap: must be a number"));
+  const int64_t qs[4] = {2, 33, 4, 64}, ks[4] = {2, 47, 2, 64}, ls[3] = {2, 4, 33};
+  Tensor out = Tensor::empty({2, 33, 4, 64}, DType::f32), lse = Tensor::empty({2, 4, 33}, DType::f32);
+  ejk_tensor q{p.q.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, qs, nullptr}, k{p.k.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, ks, nullptr},
+      v{p.v.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, ks, nullptr}, o{out.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, qs, nullptr},
+      l{lse.data(), EJK_F32, EJK_DEVICE_CPU, 0, 3, ls, nullptr};
+  ejk_flash_attention_options c;
+  ejk_flash_attention_options_init(&c);
+  c.has_logits_soft_cap = 1;
+  c.logits_soft_cap = float(nan);  // before: read as "off"
+  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &c, &o, &l) ==
+        EJK_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("logits_soft_cap"));
+  c.has_logits_soft_cap = 0;  // absent: the value is not read
+  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &c, &o, &l) ==
+        EJK_OK);
+}
+
+TEST_CASE("a window bound near INT64_MAX means no limit on that side, not an overflow", "[engine][window]") {
+  Problem p;
+  const FlashAttentionInputs in{p.q.view(), p.k.view(), p.v.view()};
+  auto run_with = [&](std::optional<SlidingWindow> w) {
+    FlashAttentionOptions opt;
+    opt.sliding_window = w;
+    FlashAttentionResult r = flash_attention(in, opt);
+    return std::vector<float>(r.out.data_as<float>(), r.out.data_as<float>() + r.out.numel());
+  };
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const std::vector<float> right_open = run_with(SlidingWindow{0, big});
+  CHECK(right_open == run_with(SlidingWindow{0, 47}));  // Sk: every later key visible
+  CHECK(run_with(SlidingWindow{big, big}) == run_with(std::nullopt));
+  CHECK(run_with(SlidingWindow{big - 1, 3}) == run_with(SlidingWindow{33, 3}));
+  // And it is right: against the float64 reference of the same call.
+  FlashAttentionOptions opt;
+  opt.sliding_window = SlidingWindow{0, big};
+  const FlashAttentionReference ref = flash_attention_reference(in, opt);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < right_open.size(); ++i) {
+    num += (right_open[i] - ref.out[i]) * (right_open[i] - ref.out[i]);
+    den += ref.out[i] * ref.out[i];
+  }
+  REQUIRE(den > 0);
+  CHECK(std::sqrt(num / den) <= 1e-5);
+}
+
+TEST_CASE("the allocating form binds once and matches the _into form", "[engine]") {
+  Problem p;
+  const FlashAttentionInputs in{p.q.view(), p.k.view(), p.v.view()};
+  FlashAttentionOptions opt;
+  opt.causal = true;
+  const FlashAttentionResult r = flash_attention(in, opt);
+  CHECK(r.out.shape() == Dims{2, 33, 4, 64});
+  CHECK(r.lse.shape() == Dims{2, 4, 33});
+  Tensor out = Tensor::empty(r.out.shape(), DType::f32), lse = Tensor::empty(r.lse.shape(), DType::f32);
+  std::memset(out.data(), 0xff, out.nbytes());  // NaN poison
+  std::memset(lse.data(), 0xff, lse.nbytes());
+  const RunInfo info = flash_attention_into(in, opt, out.view(), lse.view());
+  CHECK(info.key == r.info.key);
+  CHECK(std::memcmp(out.data(), r.out.data(), out.nbytes()) == 0);
+  CHECK(std::memcmp(lse.data(), r.lse.data(), lse.nbytes()) == 0);
+  opt.block_q = -1;
+  CHECK_THAT(error_of([&] { flash_attention(in, opt); }), ContainsSubstring("flash_attention: block_q: must be >= 0"));
 }

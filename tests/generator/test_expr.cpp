@@ -150,7 +150,7 @@ TEST_CASE("expr: a too-deep constraint in a spec is reported at its file:line", 
   size_t end = spec.find('\n', item);
   const int line = 1 + static_cast<int>(std::count(spec.begin(), spec.begin() + static_cast<std::ptrdiff_t>(item), '\n'));
   spec.replace(item, end - item, "- \"" + nested_parens(300) + " == 1\"");
-  CHECK_THROWS_WITH(ejk::OpSchema::parse(spec, "specs/flash_attention.yaml"),
+  CHECK_THROWS_WITH(ejk::OpSchema::parse(spec, "specs/flash_attention.yaml", ejk::test::target_table()),
                     ContainsSubstring("specs/flash_attention.yaml:" + std::to_string(line) + ":") &&
                         ContainsSubstring("nests deeper than 256 levels"));
 }

@@ -214,6 +214,7 @@ TEST_CASE("ejk-gen reports a broken spec with file and line, and exits 1", "[gen
   spec.replace(pos, 27, "block_q * head_dm <= 16384");
   const int line = 1 + static_cast<int>(std::count(spec.begin(), spec.begin() + static_cast<long>(pos), '\n'));
   ejk::gen::write_if_changed(dir.path() / "specs" / "flash_attention.yaml", spec);
+  fs::copy_file(ejk::test::source_root() / "specs" / "targets.yaml", dir.path() / "specs" / "targets.yaml");
   const auto r = ejk::test::run_ejk_gen(
       fmt::format("--specs '{}' --out '{}'", (dir.path() / "specs").string(), (dir.path() / "out").string()));
   CHECK(r.exit_code == 1);

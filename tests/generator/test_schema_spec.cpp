@@ -19,7 +19,7 @@ namespace {
 const OpSchema& spec() {
   static const OpSchema s = [] {
     const auto path = ejk::test::source_root() / "specs" / "flash_attention.yaml";
-    return OpSchema::parse(ejk::gen::read_file(path), path.string());
+    return OpSchema::parse(ejk::gen::read_file(path), path.string(), ejk::test::target_table());
   }();
   return s;
 }

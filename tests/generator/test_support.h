@@ -10,11 +10,23 @@
 #include <random>
 #include <string>
 
+#include "ejk/core/schema.h"
+#include "files.h"
+
 namespace ejk::test {
 
 namespace fs = std::filesystem;
 
 inline fs::path source_root() { return fs::path(EJK_SOURCE_ROOT); }
+
+// The repository's specs/targets.yaml, where the specs' named targets come from.
+inline const TargetTable* target_table() {
+  static const TargetTable table = [] {
+    const fs::path path = source_root() / "specs" / std::string(TargetTable::kFileName);
+    return TargetTable::parse(gen::read_file(path), path.string());
+  }();
+  return &table;
+}
 
 // Seeded afresh each run; the seed is printed so a failure can be replayed by hand.
 inline std::mt19937_64& rng() {

@@ -84,7 +84,7 @@ TEST_CASE("negative window", "[flash][errors]") {
   auto c = small_case();
   FlashAttentionOptions opt;
   opt.sliding_window = SlidingWindow{-1, 4};
-  CHECK_THAT(error_of(c.inputs(), opt), ContainsSubstring("sliding_window: left and right must be >= 0"));
+  CHECK_THAT(error_of(c.inputs(), opt), ContainsSubstring("sliding_window (left): must be >= 0, got -1"));
 }
 
 TEST_CASE("bias of the wrong shape", "[flash][errors]") {
@@ -181,10 +181,10 @@ TEST_CASE("C ABI: versioned options refuse fields this library does not know", "
   ejk_tensor o{out.data(), EJK_F32, EJK_DEVICE_CPU, 0, 4, qshape, nullptr};
   ejk_tensor l{lse.data(), EJK_F32, EJK_DEVICE_CPU, 0, 3, lshape, nullptr};
   struct Newer {  // a caller compiled against a header with one more field
-    ejk_flash_options known;
+    ejk_flash_attention_options known;
     int64_t future_field;
   } newer{};
-  ejk_flash_options_init(&newer.known);
+  ejk_flash_attention_options_init(&newer.known);
   newer.known.block_q = 64;  // a built-in tile (the heuristic's 32 for 9 queries needs the CPU JIT)
   newer.known.struct_size = sizeof(Newer);
   newer.future_field = 0;  // zero: accepted
@@ -193,6 +193,6 @@ TEST_CASE("C ABI: versioned options refuse fields this library does not know", "
   newer.future_field = 5;
   CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &newer.known,
                             &o, &l) == EJK_INVALID_ARGUMENT);
-  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("ejk_flash_options: sets a field"));
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("ejk_flash_attention_options: sets a field"));
   CHECK(ejk_abi_version() == EJK_ABI_VERSION);
 }

@@ -266,7 +266,7 @@ std::pair<Buffer, Buffer> run_case(const Case& c, Device device, bool in_place, 
   Tensor ka, kla, kb, klb, ko, kl;
   const TensorView vo = out.on(device, ko), vl = lse.on(device, kl);
   const TensorView va = in_place ? vo : c.out_a.on(device, ka), vla = in_place ? vl : c.lse_a.on(device, kla);
-  info = merge_attention_states_into(va, vla, c.out_b.on(device, kb), c.lse_b.on(device, klb), vo, vl);
+  info = merge_attention_states_into({va, vla, c.out_b.on(device, kb), c.lse_b.on(device, klb)}, vo, vl);
   synchronize(device);
   if (device.kind != DeviceKind::cpu) {
     out.storage = ko.to(Device{}), lse.storage = kl.to(Device{});
@@ -315,7 +315,7 @@ TEST_CASE("a merge worked by hand", "[merge][cpu]") {
     for (int i = 0; i < 4; ++i) put(oa.view(), i, a_vals[i % 2]), put(ob.view(), i, b_vals[i % 2]);
     la.data_as<float>()[0] = 0.0f, lb.data_as<float>()[0] = std::log(3.0f);
     la.data_as<float>()[1] = -kInf, lb.data_as<float>()[1] = -kInf;  // second lead: no key at all
-    MergeAttentionStatesResult r = merge_attention_states(oa.view(), la.view(), ob.view(), lb.view());
+    MergeAttentionStatesResult r = merge_attention_states({oa.view(), la.view(), ob.view(), lb.view()});
     CHECK(r.out.shape() == Dims{2, 1, 1, 1, 2});
     CHECK(r.lse.shape() == Dims{2, 1, 1, 1});
     CHECK(r.out.dtype() == dtype);
@@ -399,7 +399,7 @@ TEST_CASE("bad inputs name the argument and the expectation", "[merge][errors]")
   auto fails = [&](const TensorView& a, const TensorView& al, const TensorView& b, const TensorView& bl,
                    std::initializer_list<const char*> words) {
     try {
-      merge_attention_states(a, al, b, bl);
+      merge_attention_states({a, al, b, bl});
       FAIL("no error");
     } catch (const InvalidArgument& e) {
       for (const char* w : words) CHECK_THAT(e.what(), ContainsSubstring(w));
@@ -418,10 +418,10 @@ TEST_CASE("bad inputs name the argument and the expectation", "[merge][errors]")
   strided.strides = {96, 24, 8, 2};
   fails(oa.view(), la.view(), strided, lb.view(), {"out_b", "last dim must be contiguous"});
   // Outputs of the wrong shape or dtype.
-  CHECK_THROWS_WITH(merge_attention_states_into(oa.view(), la.view(), ob.view(), lb.view(),
+  CHECK_THROWS_WITH(merge_attention_states_into({oa.view(), la.view(), ob.view(), lb.view()},
                                                 t({2, 4, 3, 9}, DType::bf16).view(), t({2, 3, 4}, DType::f32).view()),
                     ContainsSubstring("out") && ContainsSubstring("expected shape"));
-  CHECK_THROWS_WITH(merge_attention_states_into(oa.view(), la.view(), ob.view(), lb.view(),
+  CHECK_THROWS_WITH(merge_attention_states_into({oa.view(), la.view(), ob.view(), lb.view()},
                                                 t({2, 4, 3, 8}, DType::bf16).view(), t({2, 3, 4}, DType::bf16).view()),
                     ContainsSubstring("lse") && ContainsSubstring("expected dtype f32"));
 }
@@ -474,7 +474,7 @@ TEST_CASE("flash attention over split keys then merged equals flash attention ov
     const int64_t b0 = cuts[p], n = cuts[p + 1] - cuts[p];
     FlashAttentionResult part = flash_attention(FlashAttentionInputs{q.view(), keys(k, b0, n), keys(v, b0, n)});
     if (p == 0) acc = std::move(part);
-    else merge_attention_states_into(acc.out.view(), acc.lse.view(), part.out.view(), part.lse.view(), acc.out.view(),
+    else merge_attention_states_into({acc.out.view(), acc.lse.view(), part.out.view(), part.lse.view()}, acc.out.view(),
                                      acc.lse.view());
   }
   double num = 0, den = 0, lse_err = 0;

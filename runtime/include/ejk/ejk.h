@@ -77,47 +77,6 @@ EJK_API int ejk_variant_key(const char* op, const ejk_arg* args, int32_t num_arg
 typedef void (*ejk_compile_observer)(void* user, const char* key, int started);
 EJK_API void ejk_set_compile_observer(ejk_compile_observer observer, void* user);
 
-/* flash_attention (specs/flash_attention.yaml). */
-typedef struct {
-  uint32_t struct_size;
-  int32_t has_softmax_scale;
-  float softmax_scale;      /* used when has_softmax_scale; default 1/sqrt(D) */
-  int32_t causal;
-  int32_t has_window;
-  int64_t window_left, window_right;
-  float logits_soft_cap;    /* <= 0: off */
-  int32_t normalize_output;
-  int64_t max_seqlen_q, max_seqlen_k; /* varlen: the longest sequences; < 0: not given */
-  int64_t block_q, block_k; /* 0: heuristic */
-} ejk_flash_options;
-EJK_API void ejk_flash_options_init(ejk_flash_options* opt);
-
-/* Optional tensors may be NULL. out: q's shape and dtype; lse: [B, Hq, Sq] f32.
- * softmax_aux: f32 [S] (shared by every head) or [Hq, S]. ctx may be NULL (defaults). */
-EJK_API int ejk_flash_attention(const ejk_context* ctx, const ejk_tensor* q, const ejk_tensor* k,
-                                const ejk_tensor* v, const ejk_tensor* bias,
-                                const ejk_tensor* q_segment_ids, const ejk_tensor* kv_segment_ids,
-                                const ejk_tensor* cum_seqlens_q, const ejk_tensor* cum_seqlens_k,
-                                const ejk_tensor* softmax_aux, const ejk_flash_options* opt,
-                                const ejk_tensor* out, const ejk_tensor* lse);
-
-/* merge_attention_states (specs/merge_attention_states.yaml): out_a, out_b [..., T, H, D] (f32, bf16
- * or f16) with lse_a, lse_b [..., H, T] (f32, natural log) -> out (out_a's shape and dtype) and
- * lse [..., H, T], merged by log-sum-exp; both LSEs -inf give out 0, lse -inf. out and lse are the
- * caller's and may be out_a/out_b and lse_a/lse_b themselves; ctx may be NULL (defaults). */
-EJK_API int ejk_merge_attention_states(const ejk_context* ctx, const ejk_tensor* out_a, const ejk_tensor* lse_a,
-                                       const ejk_tensor* out_b, const ejk_tensor* lse_b, const ejk_tensor* out,
-                                       const ejk_tensor* lse);
-
-/* mean_pooling (specs/mean_pooling.yaml): x [B, T, D] -> out [B, D], or packed x [total, D] with
- * cu_seqlens [N + 1] (i32; NULL: dense) -> out [N, D]; a sequence without tokens gives zeros.
- * mean_pooling_backward: g [B, D] -> dx [B, T, D], or g [N, D] with cu_seqlens -> dx [total, D],
- * g / len at every token. out and dx are the caller's; ctx may be NULL (defaults). */
-EJK_API int ejk_mean_pooling(const ejk_context* ctx, const ejk_tensor* x, const ejk_tensor* cu_seqlens,
-                             const ejk_tensor* out);
-EJK_API int ejk_mean_pooling_backward(const ejk_context* ctx, const ejk_tensor* g,
-                                      const ejk_tensor* cu_seqlens, const ejk_tensor* dx);
-
 /* Registers a kernel bundle (.ejkb) file, or every *.ejkb file of a directory, as ejk::load_bundle
  * (ejk/bundle.h): variants not built in then come from it before the disk cache and the JIT. */
 EJK_API int ejk_load_bundle(const char* path);
@@ -140,4 +99,7 @@ EJK_API int ejk_register_cpu_variants(const char* kernel_abi, const ejk_cpu_vari
 #ifdef __cplusplus
 }
 #endif
+
+/* Every op's C function, generated from its spec (specs/<op>.yaml): ejk/ops/<op>_c.h. */
+#include "ejk/ops/c_ops.h"
 #endif /* EJK_EJK_H */

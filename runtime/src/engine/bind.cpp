@@ -4,8 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "ejk/core/error.h"
+#include "engine/call.h"
 
 namespace ejk::engine {
 namespace {
@@ -195,6 +198,42 @@ struct Binder {
       }
   }
 
+  // One number against the spec's range. f32 scalars are checked as the f32 the kernels get:
+  // 1e300 becomes inf and 1e-300 becomes 0 there.
+  void check_value(const ScalarArgDef& d, double v, const char* element) const {
+    const std::string name = element[0] ? fmt::format("{} ({})", d.name, element) : d.name;
+    if (d.type == ScalarType::f32 && std::isfinite(v) && !std::isfinite(float(v)))
+      fail(name, fmt::format("{} is outside the f32 range (|x| <= {})", v, std::numeric_limits<float>::max()));
+    const double x = d.type == ScalarType::f32 ? double(float(v)) : v;
+    const char* as = d.type == ScalarType::f32 && x != v ? " as an f32" : "";
+    if ((d.finite || d.has_min || d.has_max || d.positive) && std::isnan(x)) fail(name, "must be a number, got NaN");
+    if (d.finite && !std::isfinite(x)) fail(name, fmt::format("must be finite, got {}", v));
+    if (d.positive && !(x > 0)) fail(name, fmt::format("must be > 0{}, got {}", as, v));
+    if (d.has_min && x < d.min) fail(name, fmt::format("must be >= {}, got {}", d.min, v));
+    if (d.has_max && x > d.max) fail(name, fmt::format("must be <= {}, got {}", d.max, v));
+  }
+
+  // Integers are compared exactly; the bounds are small integers (the spec checks that).
+  void check_int(const ScalarArgDef& d, int64_t v, const char* element) const {
+    const std::string name = element[0] ? fmt::format("{} ({})", d.name, element) : d.name;
+    if (d.positive && v <= 0) fail(name, fmt::format("must be > 0, got {}", v));
+    if (d.has_min && double(v) < d.min) fail(name, fmt::format("must be >= {}, got {}", int64_t(d.min), v));
+    if (d.has_max && double(v) > d.max) fail(name, fmt::format("must be <= {}, got {}", int64_t(d.max), v));
+  }
+
+  void check_range(const ScalarArgDef& d, const Scalar& v) const {
+    if (const auto* x = std::get_if<double>(&v)) return check_value(d, *x, "");
+    if (const auto* x = std::get_if<int64_t>(&v)) {
+      if (d.type == ScalarType::f32 || d.type == ScalarType::f64) return check_value(d, double(*x), "");
+      return check_int(d, *x, "");
+    }
+    if (const auto* x = std::get_if<std::array<int64_t, 2>>(&v)) {
+      const bool named = d.pair_fields.size() == 2;
+      check_int(d, (*x)[0], named ? d.pair_fields[0].c_str() : "first");
+      check_int(d, (*x)[1], named ? d.pair_fields[1].c_str() : "second");
+    }
+  }
+
   void bind_scalars() {
     for (size_t i = 0; i < s.scalars().size(); ++i) {
       const ScalarArgDef& d = s.scalars()[i];
@@ -209,6 +248,7 @@ struct Binder {
         case ScalarType::i64x2: ok = std::holds_alternative<std::array<int64_t, 2>>(v) || std::holds_alternative<int64_t>(v); break;
       }
       if (!ok) fail(d.name, fmt::format("expected a value of type {}", d.type_name));
+      check_range(d, v);
       if (on && !d.sets_flag.empty()) b.flags |= 1u << op.axis(d.sets_flag);
       if (d.binds >= 0) {
         if (std::get<int64_t>(v) < 0) fail(d.name, fmt::format("must be >= 0, got {}", std::get<int64_t>(v)));
@@ -288,6 +328,56 @@ ArgPack pack_args(const OpDef& op, const Args& args) {
     p.tuning[a] = value;
   }
   return p;
+}
+
+Args args_of(const OpDef& op, const ArgPack& pack) {
+  Args a;
+  const OpSchema& s = op.schema();
+  for (size_t t = 0; t < s.tensors().size(); ++t)
+    if (pack.tensors[t]) a.set(s.tensors()[t].name, *pack.tensors[t]);
+  for (size_t i = 0; i < s.scalars().size(); ++i)
+    if (!std::holds_alternative<std::monostate>(pack.scalars[i])) a.set(s.scalars()[i].name, pack.scalars[i]);
+  return a;
+}
+
+const OpDef& spec_op(std::string_view api, std::initializer_list<std::string_view> tensors,
+                     std::initializer_list<std::string_view> scalars,
+                     std::initializer_list<std::pair<int, std::string_view>> tuning) {
+  const OpDef& op = find_op(api);
+  const OpSchema& s = op.schema();
+  auto mismatch = [&](const char* what) {
+    return std::logic_error(fmt::format("{}: its typed API was generated from another spec ({} differ); rebuild "
+                                        "libejk", api, what));
+  };
+  if (tensors.size() != s.tensors().size() || scalars.size() != s.scalars().size()) throw mismatch("argument counts");
+  size_t i = 0;
+  for (std::string_view n : tensors)
+    if (s.tensors()[i++].name != n) throw mismatch("tensors");
+  i = 0;
+  for (std::string_view n : scalars)
+    if (s.scalars()[i++].name != n) throw mismatch("scalars");
+  for (const auto& [a, n] : tuning)
+    if (a < 0 || size_t(a) >= s.axes().size() || s.axes()[a].name != n) throw mismatch("axes");
+  return op;
+}
+
+void attach_output(Bound& b, ArgPack& pack, int t, const TensorView& v) {
+  const TensorArgDef& d = b.op->schema().tensors()[t];
+  pack.tensors[t] = &v;
+  if (!d.like.empty()) {
+    b.absent[t] = b.absent[b.op->schema().tensor_index(d.like)];
+    return;
+  }
+  // output_shape leaves optional dims out.
+  const Layout& l = d.layout_in(std::string(b.mode_name()));
+  b.absent[t] = int8_t(std::count_if(l.dims.begin(), l.dims.end(), [](const LayoutDim& x) { return x.optional; }));
+}
+
+RunInfo run_bound(const Bound& b, const Context& ctx) {
+  const Backend backend = resolve_backend(*b.op, b.device, ctx.backend);
+  const std::shared_ptr<const PlanData> plan = plan_for(b, backend);
+  execute(b, *plan, ctx);
+  return plan->info();
 }
 
 }  // namespace ejk::engine

@@ -58,8 +58,21 @@ struct ScalarArgDef {
   std::string sets_flag;      // flag axis that is on when this scalar is set (and not false)
   int binds = -1;             // i64: the layout symbol whose size it gives (for outputs whose
                               // sizes no input has, e.g. a backward's token count), or -1
+  // Value ranges the binder enforces (i64[2]: each element). f32 values are checked as the
+  // f32 the kernels receive, so a double that overflows or flushes to 0 in f32 is caught.
+  bool has_min = false, has_max = false;
+  double min = 0, max = 0;
+  bool finite = false;    // floats: no NaN or infinity
+  bool positive = false;  // > 0
+  // i64[2]: the C++ struct of the pair and its two field names (e.g. SlidingWindow, left and
+  // right); empty: std::array<int64_t, 2> and the fields 0 and 1.
+  std::string pair_struct;
+  std::vector<std::string> pair_fields;
   std::string doc;
   int line = 0;
+
+  // "none" or an expression: the argument may be absent (std::optional, a has_ flag in C).
+  bool default_is_absent() const;
 };
 
 // A mode is on when its `when` tensor is given; it selects the tensors' mode layouts and

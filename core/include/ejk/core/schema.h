@@ -69,10 +69,21 @@ struct BackendDef {
   const AxisDef& axis(std::string_view name) const;           // InvalidArgument if absent
 };
 
+// The targets specs share (specs/targets.yaml): per backend, each target's flags, requires and
+// vars, declared once. A spec's `targets: [avx512, avx2]` takes them from here in its own order
+// of preference; a map of targets in a spec still declares its own.
+struct TargetTable {
+  static constexpr std::string_view kFileName = "targets.yaml";  // beside the specs
+  std::map<std::string, std::vector<TargetDef>> backends;
+  // Errors: SpecError "file:line: key: what is wrong", as for specs.
+  static TargetTable parse(std::string_view yaml_text, std::string file_name);
+};
+
 class OpSchema {
  public:
   // Parses and validates spec text. Errors: SpecError "file:line: key: what is wrong".
-  static OpSchema parse(std::string_view yaml_text, std::string file_name);
+  // `targets`: the shared table that `targets: [names]` refer to (none: such a spec is refused).
+  static OpSchema parse(std::string_view yaml_text, std::string file_name, const TargetTable* targets = nullptr);
 
   const std::string& op() const { return op_; }        // kernel family, e.g. "flash_fwd"
   const std::string& api() const { return api_; }      // user-facing op, e.g. "flash_attention"
