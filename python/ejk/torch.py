@@ -59,38 +59,79 @@ def _schema_args(op):
 
 
 def _concrete(value):
-    """A size or scalar as a Python value; a symbolic one (a dynamic-shape trace) is specialized,
-    which guards the compiled graph on it."""
+    """A size or scalar as a Python value; a symbolic one is specialized, which guards the
+    compiled graph on it."""
     return int(value) if isinstance(value, torch.SymInt) else value
 
 
+def _hint(value):
+    return value.node.hint if isinstance(value, torch.SymInt) else value
+
+
+def _same(a, b):
+    if isinstance(a, torch.SymInt) != isinstance(b, torch.SymInt):
+        return False
+    return a.node.expr == b.node.expr if isinstance(a, torch.SymInt) else a == b
+
+
+def _symbolic_shape(shape, sizes):
+    """An output shape libejk computed from the inputs' hints, in terms of the inputs' own
+    (symbolic) sizes: each dim is the one input size of that value, or one less (an N from
+    cu_seqlens' N + 1). None where that is not one size (two different symbols of the same
+    value, or none): the caller then specializes."""
+    out = []
+    for value in shape:
+        for offset in (0, 1):
+            found = [s for s in sizes if _hint(s) == value + offset]
+            if found:
+                break
+        if not found or any(not _same(found[0], s) for s in found[1:]):
+            return None
+        out.append(found[0] - offset)
+    return tuple(out)
+
+
 def _fake(op):
-    """The fake kernel of op: libejk's checks and output shapes (ejk_output_specs), without data."""
+    """The fake kernel of op: libejk's checks and output shapes (ejk_output_specs), without data.
+    Under dynamic shapes the outputs keep the inputs' symbolic sizes where libejk's shapes can
+    be told apart from them (_symbolic_shape), else the sizes are specialized."""
     s = _kit.spec(op)
     params = _schema_args(op)
+
+    def outputs_of(tensors, scalars, where, size):
+        described = [(name, tuple(size(d) for d in t.shape), str(t.dtype).removeprefix("torch."))
+                     for name, t in tensors]
+        args = _kit.arg_list(described, [(n, t, _scalar_value(t, v, size)) for n, t, v in scalars], where[1])
+        outputs = _lib.output_specs(op, args, where[0])
+        _lib.variant_key(op, args, where[0])
+        return outputs
 
     def fake(*args):
         given = {p.name: a for p, a in zip(params, args) if a is not None}
         tensors = [(p.name, given[p.name]) for p in s.inputs if p.name in given]
+        scalars = [(p.name, p.type, given[p.name]) for p in s.scalars if p.name in given]
         where = _DEVICES.get(tensors[0][1].device.type, _DEVICES["cpu"])
-        described = [(name, tuple(_concrete(d) for d in t.shape), str(t.dtype).removeprefix("torch."))
-                     for name, t in tensors]
-        scalars = [(p.name, p.type, _scalar_value(p, given[p.name])) for p in s.scalars if p.name in given]
-        args = _kit.arg_list(described, scalars, where[1])
-        outputs = _lib.output_specs(op, args, where[0])
-        _lib.variant_key(op, args, where[0])
+        sizes = [d for _, t in tensors for d in t.shape] + [v for _, t, v in scalars if t == "i64"]
+        shapes = None
+        if any(isinstance(d, torch.SymInt) for d in sizes):
+            outputs = outputs_of(tensors, scalars, where, _hint)
+            shapes = [_symbolic_shape(shape, sizes) for _, shape, _ in outputs]
+        if shapes is None or None in shapes:
+            outputs = outputs_of(tensors, scalars, where, _concrete)
+            shapes = [shape for _, shape, _ in outputs]
         first = tensors[0][1]
-        results = [first.new_empty(shape, dtype=getattr(torch, dtype)) for _, shape, dtype in outputs]
+        results = [first.new_empty(shape, dtype=getattr(torch, dtype)) for shape, (_, _, dtype) in zip(shapes, outputs)]
         return results[0] if len(results) == 1 else tuple(results)
 
     return fake
 
 
-def _scalar_value(param, value):
-    value = _concrete(value)
-    if param.type == "i64[2]":
-        return tuple(_concrete(v) for v in value)
-    return float(value) if param.type in ("f32", "f64") else value
+def _scalar_value(type_name, value, size=_concrete):
+    """A scalar from the op's schema as _kit.encode takes it; `size` reads a symbolic int."""
+    if type_name == "i64[2]":
+        return tuple(size(v) for v in value)
+    value = size(value)
+    return float(value) if type_name in ("f32", "f64") else value
 
 
 def _autograd(op, backward):
