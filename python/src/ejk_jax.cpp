@@ -12,6 +12,7 @@
 // Exported: the handlers (ejk_jax_call_<platform>) and ejk_jax_set_compile_notice.
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "compile_notice.h"
 #include "ejk/ejk.h"

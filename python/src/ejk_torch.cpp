@@ -11,13 +11,13 @@
 
 #include <algorithm>
 #include <array>
-#include <string_view>
-#include <utility>
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <torch/csrc/stable/library.h>
@@ -31,7 +31,6 @@ namespace ejk::torch_ops {
 namespace {
 
 using torch::stable::Tensor;
-using Shape = std::vector<int64_t>;
 
 // A shim call that failed: torch's message is the pending error; ours names the call.
 void shim(AOTITorchError err, const char* what) {
