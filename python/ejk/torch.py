@@ -198,17 +198,22 @@ class _Torch:
     @classmethod
     def call(cls, op, **given):
         """op with its spec's arguments by name (None: not given); {output name: tensor}.
-        Reads only the tables made at import: torch.compile traces this function."""
-        s = _SPECS[op]
-        for name in given:
-            if name not in _ARG_NAMES[op]:
-                s.param(name)  # TypeError for a name the op lacks
-        args = [cls.array(p.name, given.get(p.name)) for p in s.inputs]
-        for p in s.scalars:
-            value = given.get(p.name)
+        Reads only the tables made at import: torch.compile traces this function, and eager
+        calls pay for every step."""
+        inputs, scalars, outputs, known = _TABLES[op]
+        if not known.issuperset(given):
+            for name in given:
+                _SPECS[op].param(name)  # TypeError for a name the op lacks
+        args = [given.get(name) for name in inputs]
+        for a, name in zip(args, inputs):
+            if a is not None and not isinstance(a, torch.Tensor):
+                cls.array(name, a)
+        for name, type_name in scalars:
+            value = given.get(name)
             if value is not None:
-                value = cls.scalar(p.name, value, p.type)
-                value = list(value) if p.type == "i64[2]" and isinstance(value, tuple) else value
+                value = cls.scalar(name, value, type_name)
+                if type_name == "i64[2]" and isinstance(value, tuple):
+                    value = list(value)
             args.append(value)
         try:
             outs = getattr(_ops, op).default(*args)
@@ -219,11 +224,16 @@ class _Torch:
             if invalid:  # torch raises a kernel's every exception as RuntimeError
                 raise ValueError(invalid.decode()) from None
             raise
-        return dict(zip((p.name for p in s.outputs), outs if isinstance(outs, (tuple, list)) else (outs,)))
+        if len(outputs) == 1:
+            return {outputs[0]: outs}
+        return dict(zip(outputs, outs))
 
 
 _SPECS = {op: _kit.spec(op) for op in _kit.op_names()}
-_ARG_NAMES = {op: frozenset(p.name for p in s.inputs + s.scalars) for op, s in _SPECS.items()}
+# op -> (input names, (scalar name, type) pairs, output names, every argument name)
+_TABLES = {op: (tuple(p.name for p in s.inputs), tuple((p.name, p.type) for p in s.scalars),
+                tuple(p.name for p in s.outputs), frozenset(p.name for p in s.inputs + s.scalars))
+           for op, s in _SPECS.items()}
 _FW = _Torch()
 _register()
 
