@@ -118,13 +118,13 @@ def scalar(name, value, type_name, traced=lambda value: False):
             w = _int(name, value)
             return (w, w)
         if isinstance(value, (tuple, list)) and len(value) == 2:
-            return tuple(_int(f"{name}[{i}]", traced_free(f"{name}[{i}]", v, traced)) for i, v in enumerate(value))
+            return tuple(_int(f"{name}[{i}]", _untraced(f"{name}[{i}]", v, traced)) for i, v in enumerate(value))
         raise ArgumentTypeError(f"{name}: expected an int or a pair (left, right) of ints, got "
                                 f"{type(value).__name__} {value!r}")
     raise TypeError(f"{name}: scalar type {type_name!r} is not one the bindings know")
 
 
-def traced_free(name, value, traced):
+def _untraced(name, value, traced):
     if traced(value):
         raise ValueError(f"{name}: expected a Python int known when tracing (it is fixed in the compiled call), "
                          f"got {value!r}")
