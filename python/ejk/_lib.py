@@ -17,6 +17,7 @@ OK, INVALID_ARGUMENT, COMPILE_ERROR, BACKEND_UNAVAILABLE = 0, 1, 2, 3
 ARG_TENSOR, ARG_BOOL, ARG_INT, ARG_FLOAT, ARG_INT_PAIR = 0, 1, 2, 3, 4
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 BACKEND_CPU, BACKEND_CUDA = 1, 2
+ROLE_INPUT, ROLE_OUTPUT, ROLE_SCALAR = 0, 1, 2
 DTYPES = {"float32": 0, "bfloat16": 1, "float16": 2, "float64": 3, "int32": 4, "int64": 5, "uint8": 6}
 SONAME = "libejk.so.0"
 MAX_KEY = 1024
@@ -39,6 +40,22 @@ class Tensor(ctypes.Structure):
 class Arg(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int32), ("tensor", ctypes.POINTER(Tensor)),
                 ("ints", ctypes.c_int64 * 2), ("real", ctypes.c_double)]
+
+
+class ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("role", ctypes.c_int32), ("optional", ctypes.c_int32),
+                ("contiguous", ctypes.c_int32), ("type", ctypes.c_char_p), ("layout", ctypes.c_char_p),
+                ("default_value", ctypes.c_char_p), ("doc", ctypes.c_char_p)]
+
+
+class OpInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("doc", ctypes.c_char_p), ("num_params", ctypes.c_int32),
+                ("params", ctypes.POINTER(ParamInfo))]
+
+
+class OutputSpec(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 64), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 8)]
 
 
 class Context(ctypes.Structure):
@@ -76,6 +93,13 @@ def libejk():
             lib.ejk_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(Arg), ctypes.c_int32, ctypes.POINTER(Context)]
             lib.ejk_variant_key.argtypes = [ctypes.c_char_p, ctypes.POINTER(Arg), ctypes.c_int32,
                                             ctypes.POINTER(Context), ctypes.c_char_p, ctypes.c_int64]
+            lib.ejk_op_count.restype = ctypes.c_int32
+            lib.ejk_op_name.argtypes = [ctypes.c_int32]
+            lib.ejk_op_name.restype = ctypes.c_char_p
+            lib.ejk_describe_op.argtypes = [ctypes.c_char_p, ctypes.POINTER(OpInfo)]
+            lib.ejk_output_specs.argtypes = [ctypes.c_char_p, ctypes.POINTER(Arg), ctypes.c_int32,
+                                             ctypes.POINTER(Context), ctypes.POINTER(OutputSpec), ctypes.c_int32,
+                                             ctypes.POINTER(ctypes.c_int32)]
             _libejk = lib
     return _libejk
 
@@ -131,6 +155,42 @@ class ArgList:
 
     def array(self):
         return (Arg * len(self._args))(*self._args), len(self._args)
+
+
+DTYPE_NAMES = {code: name for name, code in DTYPES.items()}
+MAX_OUTPUTS = 16
+
+
+def op_names():
+    """The ops libejk has, sorted."""
+    lib = libejk()
+    return [lib.ejk_op_name(i).decode() for i in range(lib.ejk_op_count())]
+
+
+def describe_op(op):
+    """op's arguments from its spec: (doc, [(name, role, optional, contiguous, type, layout, default, doc)])."""
+    lib = libejk()
+    info = OpInfo()
+    raise_for(lib.ejk_describe_op(op.encode(), ctypes.byref(info)), lib)
+    params = []
+    for i in range(info.num_params):
+        p = info.params[i]
+        params.append((p.name.decode(), p.role, bool(p.optional), bool(p.contiguous), p.type.decode(),
+                       p.layout.decode(), p.default_value.decode(), p.doc.decode()))
+    return info.doc.decode(), params
+
+
+def output_specs(op, args, backend=BACKEND_CPU):
+    """[(name, shape, dtype name)] of the outputs a call's inputs and scalars imply, after libejk's
+    checks of them (no data needed). Raises ValueError with libejk's message for a bad call."""
+    lib = libejk()
+    array, n = args.array()
+    ctx = Context(ctypes.sizeof(Context), backend, None, None, None)
+    specs = (OutputSpec * MAX_OUTPUTS)()
+    count = ctypes.c_int32(0)
+    raise_for(lib.ejk_output_specs(op.encode(), array, n, ctypes.byref(ctx), specs, MAX_OUTPUTS,
+                                   ctypes.byref(count)), lib)
+    return [(s.name.decode(), tuple(s.shape[:s.rank]), DTYPE_NAMES[s.dtype]) for s in specs[:count.value]]
 
 
 def variant_key(op, args, backend=BACKEND_CPU):

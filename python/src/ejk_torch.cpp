@@ -1,19 +1,23 @@
-// libejk_torch.so: ejkernel's ops as PyTorch custom ops (torch.ops.ejk.*) over libejk's C ABI,
-// built on the LibTorch stable ABI only (TORCH_TARGET_VERSION: no ATen or c10 headers), so the
-// binary links libtorch_cpu's C shim and nothing of Python. ejk/torch.py loads it with
-// torch.ops.load_library after libejk, and registers the fake (meta) kernels and autograd.
+// libejk_torch.so: every ejkernel op as a PyTorch custom op (torch.ops.ejk.<op>) over libejk's
+// named-argument C ABI, built on the LibTorch stable ABI only (TORCH_TARGET_VERSION: no ATen or
+// c10 headers), so the binary links libtorch_cpu's C shim and nothing of Python. The schemas
+// come from the specs when the library loads (ejk_describe_op); one boxed kernel per op index
+// reads its op's arguments, sizes the outputs (ejk_output_specs) and calls ejk_run. ejk/torch.py
+// loads it with torch.ops.load_library after libejk, and registers fake kernels and autograd.
 //   CPU:  the kernels' tasks run on torch's intra-op pool (torch_parallel_for);
 //   CUDA: on torch's current stream of the tensors' device.
 // Exported: the op registrations (static initializers) and ejk_torch_set_compile_notice.
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <tuple>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <torch/csrc/stable/library.h>
@@ -27,7 +31,6 @@ namespace ejk::torch_ops {
 namespace {
 
 using torch::stable::Tensor;
-using Shape = std::vector<int64_t>;
 
 // A shim call that failed: torch's message is the pending error; ours names the call.
 void shim(AOTITorchError err, const char* what) {
@@ -162,151 +165,208 @@ Described describe(const Tensor& given, Layout layout = Layout::kRowsContiguous)
   return d;
 }
 
-std::optional<Described> describe(const std::optional<Tensor>& given, Layout layout = Layout::kRowsContiguous) {
-  if (!given) return std::nullopt;
-  return describe(*given, layout);
-}
-
-const ejk_tensor* ptr(const std::optional<Described>& d) { return d ? &d->t : nullptr; }
-
 // A new contiguous tensor on the call's device, described for libejk.
-Described output(const Where& w, const Shape& shape, int32_t torch_dtype) {
-  Shape strides(shape.size());
+Described output(const Where& w, const int64_t* shape, int32_t rank, int32_t torch_dtype) {
+  int64_t strides[8] = {};
   int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
+  for (int32_t i = rank; i-- > 0;) {
     strides[i] = stride;
     stride *= std::max<int64_t>(shape[i], 1);
   }
   AtenTensorHandle handle = nullptr;
-  shim(aoti_torch_empty_strided(static_cast<int64_t>(shape.size()), shape.data(), strides.data(), torch_dtype,
-                                w.torch_device_type, w.device_index, &handle),
+  shim(aoti_torch_empty_strided(rank, shape, strides, torch_dtype, w.torch_device_type, w.device_index, &handle),
        "aoti_torch_empty_strided");
   return describe(Tensor(handle));
 }
 
-int32_t dtype_of(const Tensor& x) {
-  int32_t dtype = 0;
-  shim(aoti_torch_get_dtype(x.get(), &dtype), "aoti_torch_get_dtype");
-  return dtype;
-}
-
-// A rank the output shapes depend on, checked before anything is allocated.
-void expect_rank(const char* op, const char* name, const Tensor& x, int64_t lo, int64_t hi, const char* layouts) {
-  if (x.dim() < lo || x.dim() > hi)
-    throw std::invalid_argument(std::string(op) + ": " + name + ": expected " + layouts + ", got rank " +
-                                std::to_string(x.dim()));
-}
-
-// --- ops --------------------------------------------------------------------------------------
-
-std::tuple<Tensor, Tensor> flash_attention(Tensor q, Tensor k, Tensor v, std::optional<Tensor> bias,
-                                           std::optional<Tensor> q_segment_ids,
-                                           std::optional<Tensor> kv_segment_ids,
-                                           std::optional<Tensor> cum_seqlens_q,
-                                           std::optional<Tensor> cum_seqlens_k, std::optional<Tensor> softmax_aux,
-                                           std::optional<double> softmax_scale, bool causal,
-                                           std::optional<std::vector<int64_t>> sliding_window,
-                                           std::optional<double> logits_soft_cap, bool normalize_output,
-                                           std::optional<int64_t> max_seqlen_q, std::optional<int64_t> max_seqlen_k) {
-  expect_rank("flash_attention", "q", q, 3, 4, "[B, Sq, Hq, D] (packed varlen: [Tq, Hq, D] or [1, Tq, Hq, D])");
-  ejk_flash_options opt;
-  ejk_flash_options_init(&opt);
-  opt.has_softmax_scale = softmax_scale.has_value();
-  opt.softmax_scale = static_cast<float>(softmax_scale.value_or(0.0));
-  opt.causal = causal;
-  if (sliding_window) {
-    if (sliding_window->size() != 2)
-      throw std::invalid_argument("flash_attention: sliding_window: expected (left, right), got " +
-                                  std::to_string(sliding_window->size()) + " values");
-    opt.has_window = 1;
-    opt.window_left = (*sliding_window)[0];
-    opt.window_right = (*sliding_window)[1];
+int32_t torch_dtype(int32_t ejk) {
+  switch (ejk) {
+    case EJK_F32: return aoti_torch_dtype_float32();
+    case EJK_BF16: return aoti_torch_dtype_bfloat16();
+    case EJK_F16: return aoti_torch_dtype_float16();
+    case EJK_F64: return aoti_torch_dtype_float64();
+    case EJK_I32: return aoti_torch_dtype_int32();
+    case EJK_I64: return aoti_torch_dtype_int64();
+    case EJK_U8: return aoti_torch_dtype_uint8();
+    default: throw std::runtime_error("ejk.torch: libejk gave an output dtype code " + std::to_string(ejk));
   }
-  opt.logits_soft_cap = static_cast<float>(logits_soft_cap.value_or(0.0));
-  opt.normalize_output = normalize_output;
-  opt.max_seqlen_q = max_seqlen_q.value_or(-1);
-  opt.max_seqlen_k = max_seqlen_k.value_or(-1);
-
-  const Where w = where(q);
-  const Described tq = describe(q), tk = describe(k), tv = describe(v);
-  const auto tb = describe(bias), tqs = describe(q_segment_ids), tks = describe(kv_segment_ids);
-  const auto tcq = describe(cum_seqlens_q, Layout::kContiguous), tck = describe(cum_seqlens_k, Layout::kContiguous);
-  const auto taux = describe(softmax_aux, Layout::kContiguous);
-  const int64_t r = q.dim();
-  const Shape lse_shape = cum_seqlens_q ? Shape{1, q.size(r - 2), q.size(r - 3)}
-                                        : Shape{q.size(0), q.size(r - 2), q.size(1)};
-  const Described out = output(w, Shape(tq.t.shape, tq.t.shape + r), dtype_of(q));
-  const Described lse = output(w, lse_shape, aoti_torch_dtype_float32());
-  raise_for(ejk_flash_attention(&w.ctx, &tq.t, &tk.t, &tv.t, ptr(tb), ptr(tqs), ptr(tks), ptr(tcq), ptr(tck),
-                                ptr(taux), &opt, &out.t, &lse.t));
-  return {out.tensor, lse.tensor};
 }
 
-Tensor mean_pooling(Tensor x, std::optional<Tensor> cu_seqlens) {
-  if (cu_seqlens)
-    expect_rank("mean_pooling", "x", x, 2, 2, "[total_tokens, D] with cu_seqlens");
-  else
-    expect_rank("mean_pooling", "x", x, 3, 3, "[B, T, D]");
-  const Where w = where(x);
-  const Described tx = describe(x);
-  const auto tcu = describe(cu_seqlens, Layout::kContiguous);
-  const int64_t rows = cu_seqlens ? std::max<int64_t>(cu_seqlens->numel() - 1, 0) : x.size(0);
-  const Described out = output(w, {rows, x.size(-1)}, dtype_of(x));
-  raise_for(ejk_mean_pooling(&w.ctx, &tx.t, ptr(tcu), &out.t));
-  return out.tensor;
+// --- every op from its spec ----------------------------------------------------------------
+
+constexpr int kMaxOps = 64;   // ops one libejk_torch can serve (a boxed kernel per index)
+constexpr int kMaxArgs = 64;  // tensors and scalars of one call
+constexpr int kMaxOutputs = 16;
+
+// An op as torch sees it: its schema, built from the spec at load, and its arguments in the
+// schema's order (inputs, then scalars; outputs are returned).
+struct Op {
+  const char* name = nullptr;
+  std::string schema;
+  std::vector<const ejk_param_info*> args;
+};
+
+// The torch schema type of a scalar: every scalar is optional (None: the spec's default).
+const char* scalar_type(const ejk_param_info& p) {
+  const std::string_view t = p.type;
+  if (t == "bool") return "bool?";
+  if (t == "i64") return "SymInt?";
+  if (t == "f32" || t == "f64") return "float?";
+  if (t == "i64[2]") return "int[]?";
+  throw std::runtime_error(std::string("ejk.torch: ") + p.name + ": scalar type " + p.type + " has no torch type");
 }
 
-// tokens: T of the dense dx [B, T, D], or total_tokens of the packed dx [total_tokens, D].
-Tensor mean_pooling_backward(Tensor g, std::optional<Tensor> cu_seqlens, int64_t tokens) {
-  expect_rank("mean_pooling_backward", "g", g, 2, 2, "[B, D] (packed varlen: [N, D])");
-  if (tokens < 0)
-    throw std::invalid_argument("mean_pooling_backward: tokens: must be >= 0, got " + std::to_string(tokens));
-  const Where w = where(g);
-  const Described tg = describe(g);
-  const auto tcu = describe(cu_seqlens, Layout::kContiguous);
-  const Shape shape = cu_seqlens ? Shape{tokens, g.size(1)} : Shape{g.size(0), tokens, g.size(1)};
-  const Described dx = output(w, shape, dtype_of(g));
-  raise_for(ejk_mean_pooling_backward(&w.ctx, &tg.t, ptr(tcu), &dx.t));
-  return dx.tensor;
+Op make_op(const char* name) {
+  Op op;
+  op.name = name;
+  ejk_op_info info{};
+  if (ejk_describe_op(name, &info) != EJK_OK) throw std::runtime_error(ejk_last_error());
+  std::string params, returns;
+  int outputs = 0;
+  for (const int32_t role : {EJK_PARAM_INPUT, EJK_PARAM_SCALAR}) {  // the schema takes tensors first
+    for (int32_t i = 0; i < info.num_params; ++i) {
+      const ejk_param_info& p = info.params[i];
+      if (p.role != role) continue;
+      if (!params.empty()) params += ", ";
+      if (role == EJK_PARAM_INPUT)
+        params += std::string(p.optional ? "Tensor? " : "Tensor ") + p.name;
+      else
+        params += std::string(scalar_type(p)) + " " + p.name + "=None";
+      op.args.push_back(&p);
+    }
+  }
+  for (int32_t i = 0; i < info.num_params; ++i) {
+    if (info.params[i].role != EJK_PARAM_OUTPUT) continue;
+    returns += std::string(outputs++ ? ", " : "") + "Tensor " + info.params[i].name;
+  }
+  op.schema = std::string(name) + "(" + params + ") -> " + (outputs == 1 ? returns : "(" + returns + ")");
+  return op;
 }
 
-std::tuple<Tensor, Tensor> merge_attention_states(Tensor out_a, Tensor lse_a, Tensor out_b, Tensor lse_b) {
-  const Where w = where(out_a);
-  const Described ta = describe(out_a), la = describe(lse_a), tb = describe(out_b), lb = describe(lse_b);
-  const Described out = output(w, Shape(ta.t.shape, ta.t.shape + ta.t.rank), dtype_of(out_a));
-  const Described lse = output(w, Shape(la.t.shape, la.t.shape + la.t.rank), aoti_torch_dtype_float32());
-  raise_for(ejk_merge_attention_states(&w.ctx, &ta.t, &la.t, &tb.t, &lb.t, &out.t, &lse.t));
-  return {out.tensor, lse.tensor};
+const std::vector<Op>& ops() {
+  static const std::vector<Op> all = [] {
+    std::vector<Op> v;
+    const int32_t n = ejk_op_count();
+    if (n > kMaxOps) throw std::runtime_error("ejk.torch: libejk has more ops than this libejk_torch serves");
+    for (int32_t i = 0; i < n; ++i) v.push_back(make_op(ejk_op_name(i)));
+    return v;
+  }();
+  return all;
 }
+
+// One call of ops()[index]: reads the stack by the op's arguments, asks libejk for the outputs'
+// shapes, allocates them on the inputs' device, runs, and returns the outputs on the stack.
+void call(int index, StableIValue* stack, uint64_t num_inputs, uint64_t num_outputs) {
+  using torch::stable::detail::from;
+  using torch::stable::detail::to;
+  const Op& op = ops()[size_t(index)];
+  if (num_inputs != op.args.size())
+    throw std::runtime_error(std::string("ejk.torch: ") + op.name + ": called with an unexpected argument count");
+  std::optional<Described> tensors[kMaxArgs];
+  Described outputs[kMaxOutputs];
+  ejk_arg args[kMaxArgs + kMaxOutputs];
+  int n = 0;
+  const Tensor* first = nullptr;
+  std::optional<Tensor> given[kMaxArgs];
+  for (size_t j = 0; j < op.args.size(); ++j) {
+    const ejk_param_info& p = *op.args[j];
+    if (p.role == EJK_PARAM_INPUT) {
+      given[j] = p.optional ? to<std::optional<Tensor>>(stack[j]) : std::optional<Tensor>(to<Tensor>(stack[j]));
+      if (!given[j]) continue;
+      if (!first) first = &*given[j];
+      tensors[j] = describe(*given[j], p.contiguous ? Layout::kContiguous : Layout::kRowsContiguous);
+      args[n++] = ejk_arg{p.name, EJK_ARG_TENSOR, &tensors[j]->t, {0, 0}, 0.0};
+      continue;
+    }
+    const std::string_view type = p.type;
+    ejk_arg a{p.name, EJK_ARG_BOOL, nullptr, {0, 0}, 0.0};
+    if (type == "bool") {
+      const auto v = to<std::optional<bool>>(stack[j]);
+      if (!v) continue;
+      a.ints[0] = *v;
+    } else if (type == "i64") {
+      const auto v = to<std::optional<int64_t>>(stack[j]);
+      if (!v) continue;
+      a.kind = EJK_ARG_INT;
+      a.ints[0] = *v;
+    } else if (type == "i64[2]") {
+      const auto v = to<std::optional<std::vector<int64_t>>>(stack[j]);
+      if (!v) continue;
+      if (v->size() != 2)
+        throw std::invalid_argument(std::string(op.name) + ": " + p.name + ": expected (left, right), got " +
+                                    std::to_string(v->size()) + " values");
+      a.kind = EJK_ARG_INT_PAIR;
+      a.ints[0] = (*v)[0];
+      a.ints[1] = (*v)[1];
+    } else {
+      const auto v = to<std::optional<double>>(stack[j]);
+      if (!v) continue;
+      a.kind = EJK_ARG_FLOAT;
+      a.real = *v;
+    }
+    args[n++] = a;
+  }
+  if (!first) throw std::invalid_argument(std::string(op.name) + ": expected at least one tensor");
+  const Where w = where(*first);
+  ejk_output_spec specs[kMaxOutputs];
+  int32_t count = 0;
+  raise_for(ejk_output_specs(op.name, args, n, &w.ctx, specs, kMaxOutputs, &count));
+  if (uint64_t(count) != num_outputs)
+    throw std::runtime_error(std::string("ejk.torch: ") + op.name + ": libejk and the schema disagree on outputs");
+  for (int32_t k = 0; k < count; ++k) {
+    outputs[k] = output(w, specs[k].shape, specs[k].rank, torch_dtype(specs[k].dtype));
+    args[n++] = ejk_arg{specs[k].name, EJK_ARG_TENSOR, &outputs[k].t, {0, 0}, 0.0};
+  }
+  raise_for(ejk_run(op.name, args, n, &w.ctx));
+  for (int32_t k = 0; k < count; ++k) stack[k] = from(outputs[k].tensor);
+}
+
+// The message of this thread's last call that failed on a bad argument, "" otherwise: torch
+// raises every exception of a stable-ABI kernel as a RuntimeError, and ejk/torch.py raises
+// ValueError instead when this says the argument was at fault.
+thread_local std::string t_invalid_argument;
+
+template <int I>
+void boxed(StableIValue* stack, uint64_t num_inputs, uint64_t num_outputs) {
+  t_invalid_argument.clear();
+  try {
+    call(I, stack, num_inputs, num_outputs);
+  } catch (const std::invalid_argument& e) {
+    t_invalid_argument = e.what();
+    throw;
+  }
+}
+
+using Boxed = void (*)(StableIValue*, uint64_t, uint64_t);
+template <int... I>
+constexpr std::array<Boxed, sizeof...(I)> boxed_table(std::integer_sequence<int, I...>) {
+  return {&boxed<I>...};
+}
+constexpr auto kBoxed = boxed_table(std::make_integer_sequence<int, kMaxOps>());
 
 }  // namespace
 }  // namespace ejk::torch_ops
 
-// The schemas: torch checks every call's types against them, and ejk/torch.py's fake kernels
-// give the same outputs without data.
+// The schemas, from the specs: torch checks every call's types against them, and ejk/torch.py's
+// fake kernels give the same outputs without data.
 STABLE_TORCH_LIBRARY(ejk, m) {
-  m.def("flash_attention(Tensor q, Tensor k, Tensor v, Tensor? bias, Tensor? q_segment_ids, "
-        "Tensor? kv_segment_ids, Tensor? cum_seqlens_q, Tensor? cum_seqlens_k, Tensor? softmax_aux, "
-        "float? softmax_scale, bool causal, int[]? sliding_window, float? logits_soft_cap, "
-        "bool normalize_output, int? max_seqlen_q, int? max_seqlen_k) -> (Tensor out, Tensor lse)");
-  m.def("mean_pooling(Tensor x, Tensor? cu_seqlens) -> Tensor");
-  m.def("mean_pooling_backward(Tensor g, Tensor? cu_seqlens, SymInt tokens) -> Tensor");
-  m.def("merge_attention_states(Tensor out_a, Tensor lse_a, Tensor out_b, Tensor lse_b) -> (Tensor out, Tensor lse)");
+  for (const auto& op : ejk::torch_ops::ops()) m.def(op.schema.c_str());
 }
 
 // One kernel per op serves both devices: each call reads its device from its tensors.
 STABLE_TORCH_LIBRARY_IMPL(ejk, CPU, m) {
-  m.impl("flash_attention", TORCH_BOX(&ejk::torch_ops::flash_attention));
-  m.impl("mean_pooling", TORCH_BOX(&ejk::torch_ops::mean_pooling));
-  m.impl("mean_pooling_backward", TORCH_BOX(&ejk::torch_ops::mean_pooling_backward));
-  m.impl("merge_attention_states", TORCH_BOX(&ejk::torch_ops::merge_attention_states));
+  const auto& ops = ejk::torch_ops::ops();
+  for (size_t i = 0; i < ops.size(); ++i) m.impl(ops[i].name, ejk::torch_ops::kBoxed[i]);
 }
 
 STABLE_TORCH_LIBRARY_IMPL(ejk, CUDA, m) {
-  m.impl("flash_attention", TORCH_BOX(&ejk::torch_ops::flash_attention));
-  m.impl("mean_pooling", TORCH_BOX(&ejk::torch_ops::mean_pooling));
-  m.impl("mean_pooling_backward", TORCH_BOX(&ejk::torch_ops::mean_pooling_backward));
-  m.impl("merge_attention_states", TORCH_BOX(&ejk::torch_ops::merge_attention_states));
+  const auto& ops = ejk::torch_ops::ops();
+  for (size_t i = 0; i < ops.size(); ++i) m.impl(ops[i].name, ejk::torch_ops::kBoxed[i]);
+}
+
+// The message of this thread's last op call that failed on a bad argument, "" if it did not.
+extern "C" __attribute__((visibility("default"))) const char* ejk_torch_last_invalid_argument(void) {
+  return ejk::torch_ops::t_invalid_argument.c_str();
 }
 
 // Installs the compile observer; a compile of at least `seconds` is reported on stderr.

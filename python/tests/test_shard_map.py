@@ -38,7 +38,8 @@ def same_spec(a, b):
 def local_call_in_hlo(f, args, local_q_shape):
     """The compiled program calls the kernel once, on a local shard of query's shape."""
     text = jax.jit(f).lower(*args).compile().as_text()
-    assert text.count('custom_call_target="ejk_flash_attention"') == 1, text
+    assert text.count('custom_call_target="ejk_call"') == 1, text
+    assert 'op = "flash_attention"' in text, text
     assert "f32[" + ",".join(map(str, local_q_shape)) + "]" in text, text
 
 

@@ -129,6 +129,32 @@ def test_compiled_with_dynamic_shapes(rng):
         assert_rel_l2(attend(q, k, v), reference.flash_attention(q.numpy(), k.numpy(), v.numpy(), causal=True)[0])
 
 
+@pytest.mark.parametrize("varlen", [False, True])
+def test_dynamic_shapes_trace_once(rng, varlen):
+    """The fake kernels keep the inputs' symbolic sizes in the outputs' shapes (no
+    specialization): a second sequence length reuses the graph."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    if varlen:
+        pool = torch.compile(lambda x, cu: mean_pooling(x, cu), backend=backend, fullgraph=True, dynamic=True)
+        for t in (12, 30):
+            x, cu = randn(rng, (t, 16)), torch.tensor([0, 5, t], dtype=torch.int32)
+            assert_rel_l2(pool(x, cu), reference.mean_pooling(x.numpy(), cu.numpy()))
+    else:
+        attend = torch.compile(lambda q, k: flash_attention(q, k, k, causal=True, return_lse=True)[1],
+                               backend=backend, fullgraph=True, dynamic=True)
+        for s, sk in ((16, 24), (40, 56)):
+            q, k = randn(rng, (2, s, 2, 64)), randn(rng, (2, sk, 2, 64))
+            lse = attend(q, k)
+            assert lse.shape == (2, 2, s)
+            assert_rel_l2(lse, reference.flash_attention(q.numpy(), k.numpy(), k.numpy(), causal=True)[1])
+    assert len(graphs) == 1
+
+
 def test_a_bad_call_fails_when_compiled_naming_the_argument(rng):
     """The fake kernel runs libejk's checks while the call is traced; Dynamo reports the
     ValueError inside its own TorchRuntimeError (as for any op's error while tracing)."""

@@ -21,7 +21,7 @@ def zeros(*shape, dtype=torch.float32):
     (lambda: flash_attention(zeros(1, 8, 3, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64)),
      "k: number of kv heads (2) must divide the number of q heads (3)"),
     (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64, dtype=torch.bfloat16)), "v:"),
-    (lambda: flash_attention(zeros(8, 64), zeros(8, 64), zeros(8, 64)), "q: expected [B, Sq, Hq, D]"),
+    (lambda: flash_attention(zeros(8, 64), zeros(8, 64), zeros(8, 64)), "q: expected rank 4 [B, Sq, Hq, D]"),
     (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), sliding_window=(-1, 2)),
      "sliding_window"),
     (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), sliding_window="wide"),
@@ -36,7 +36,7 @@ def zeros(*shape, dtype=torch.float32):
      "q:"),
     (lambda: flash_attention([[1.0]], zeros(1, 8, 2, 64), zeros(1, 8, 2, 64)), "query: expected a torch.Tensor"),
     (lambda: mean_pooling(zeros(4, 8), torch.zeros(3)), "cu_seqlens"),
-    (lambda: mean_pooling(zeros(4, 8)), "x: expected [B, T, D]"),
+    (lambda: mean_pooling(zeros(4, 8)), "x: expected rank 3 [B, T, D]"),
     (lambda: merge_attention_states(zeros(2, 4, 8), zeros(4, 3), zeros(2, 4, 8), zeros(4, 2)), "lse_a"),
 ])
 def test_bad_arguments_raise_value_error_naming_them(call, message):

@@ -96,6 +96,49 @@ typedef struct {
 } ejk_cpu_variant;
 EJK_API int ejk_register_cpu_variants(const char* kernel_abi, const ejk_cpu_variant* variants, size_t n);
 
+
+/* --- Describing ops, for language bindings (runtime/src/api/c_describe.cpp) ---------------
+ * What a binding needs to expose every op without per-op code: the ops' names, each op's
+ * arguments in the spec's order, and the outputs a call's inputs imply. The strings returned
+ * are the library's, valid for the life of the process. */
+
+/* The number of ops a user can call; ejk_op_name(i) is the i-th (sorted), NULL out of range. */
+EJK_API int32_t ejk_op_count(void);
+EJK_API const char* ejk_op_name(int32_t index);
+
+typedef enum { EJK_PARAM_INPUT = 0, EJK_PARAM_OUTPUT = 1, EJK_PARAM_SCALAR = 2 } ejk_param_role;
+typedef struct {
+  const char* name;
+  int32_t role;              /* ejk_param_role */
+  int32_t optional;          /* tensors: may be omitted; scalars: the default is "none" (absent) */
+  int32_t contiguous;        /* tensors: must be contiguous as a whole (else: the last dim only) */
+  const char* type;          /* tensors: dtypes as "bf16|f16|f32"; scalars: f32, f64, i64, bool, i64[2] */
+  const char* layout;        /* tensors: "[B, Sq, Hq, D]" or "like q"; scalars: "" */
+  const char* default_value; /* scalars: the spec's text ("true", "none", "1/sqrt(D)"); tensors: "" */
+  const char* doc;
+} ejk_param_info;
+typedef struct {
+  const char* name;
+  const char* doc;
+  int32_t num_params;
+  const ejk_param_info* params; /* tensors (inputs and outputs) in the spec's order, then scalars */
+} ejk_op_info;
+/* Fills *info for op; EJK_INVALID_ARGUMENT naming the ops there are for an unknown one. */
+EJK_API int ejk_describe_op(const char* op, ejk_op_info* info);
+
+typedef struct {
+  char name[64];     /* the output tensor's name in the spec */
+  int32_t dtype;     /* ejk_dtype */
+  int32_t rank;
+  int64_t shape[8];
+} ejk_output_spec;
+/* The outputs a call with args (its inputs and scalars; outputs may be left out) would write,
+ * after the checks of the inputs a run makes (tensor data may be NULL); ctx as for ejk_run.
+ * Writes up to capacity specs and sets *num_specs to the op's number of outputs;
+ * EJK_INVALID_ARGUMENT if capacity is smaller. */
+EJK_API int ejk_output_specs(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx,
+                             ejk_output_spec* specs, int32_t capacity, int32_t* num_specs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,7 +104,7 @@ extern "C" void ejk_context_init(ejk_context* ctx) {
   ctx->struct_size = sizeof(ejk_context);
 }
 
-namespace {
+namespace ejk::capi {
 
 Args to_args(const ejk_arg* args, int32_t num_args, const char* caller) {
   if (num_args < 0 || (num_args > 0 && args == nullptr))
@@ -129,12 +129,12 @@ Args to_args(const ejk_arg* args, int32_t num_args, const char* caller) {
   return a;
 }
 
-}  // namespace
+}  // namespace ejk::capi
 
 extern "C" int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx) {
   return capi::guarded([&] {
     if (op == nullptr) throw InvalidArgument("ejk_run: op is NULL");
-    const Args a = to_args(args, num_args, "ejk_run");
+    const Args a = capi::to_args(args, num_args, "ejk_run");
     CpuExecutor executor;
     ejk::run(op, a, capi::to_context(ctx, executor));
   });
@@ -145,7 +145,7 @@ extern "C" int ejk_variant_key(const char* op, const ejk_arg* args, int32_t num_
   return capi::guarded([&] {
     if (op == nullptr) throw InvalidArgument("ejk_variant_key: op is NULL");
     if (key == nullptr || key_size <= 0) throw InvalidArgument("ejk_variant_key: key: expected a buffer");
-    const Args a = to_args(args, num_args, "ejk_variant_key");
+    const Args a = capi::to_args(args, num_args, "ejk_variant_key");
     CpuExecutor executor;
     const std::string k = ejk::variant_key(op, a, capi::to_context(ctx, executor));
     if (static_cast<int64_t>(k.size()) >= key_size)

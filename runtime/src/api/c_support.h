@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ejk/ejk.h"
+#include "ejk/op.h"
 #include "ejk/tensor.h"
 #include "ejk/types.h"
 
@@ -14,6 +15,8 @@ namespace ejk::capi {
 
 TensorView to_view(const ejk_tensor& t, const char* name);
 Context to_context(const ejk_context* ctx, CpuExecutor& executor);
+// A C argument array as Args; `caller` names the function in errors.
+Args to_args(const ejk_arg* args, int32_t num_args, const char* caller);
 
 // Copies a caller's versioned struct (struct_size first) into `out`, which holds the defaults:
 // fields past the caller's size keep them; bytes past ours must be zero.
