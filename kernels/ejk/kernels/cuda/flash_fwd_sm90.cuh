@@ -220,6 +220,238 @@ __device__ __forceinline__ void sm90_pass_item(const Sm90Smem<C>& sm, const Sm90
   ++cur.q_loads;
 }
 
+// Which of the item's key tiles consumer warpgroup cwg computes: all of them, except that three
+// causal consumers stop at the last tile their own 64 rows see; the block's later tiles, fully
+// masked for them, they pass after the loop (one or two of the three computed a masked tile on
+// every diagonal).
+template <class C>
+__device__ __forceinline__ int sm90_warpgroup_tiles(const Sm90Block& blk, int cwg) {
+  const int tiles = blk.tiles();
+  if constexpr (C::kConsumers == 3 && C::kCausal && !C::kWindow) {
+    // The passed tiles come after this warpgroup's last P V, which holds its V slot until the
+    // epilogue: fewer passed tiles than stages (the block's rows end <= 128 keys later), or the
+    // producer could not refill that slot for them.
+    static_assert(C::kStages > (128 + C::kBlockK - 1) / C::kBlockK,
+                  "flash_fwd sm90: too few K/V stages for the causal tiles a warpgroup passes");
+    const i64 last_key = min_of<i64>(
+        last_visible_key(i64(blk.q0) + cwg * 64 + 63, blk.mask), i64(blk.seq.len_k) - 1);
+    return min_of<int>(tiles, int(last_key / C::kBlockK) + 1 - blk.keys.begin);
+  }
+  return tiles;
+}
+
+// One work item of one consumer warpgroup (rows 64 cwg .. 64 cwg + 63 of its q block): the
+// registers it keeps across the item's tiles and the steps that use them. Built and run by
+// sm90_consume_item; every step is inlined into the one tile loop.
+template <class C> struct Sm90ItemCompute {
+  const FlashFwdParams& p;
+  const FlashFwdTensorMaps& maps;
+  const Sm90Smem<C>& sm;
+  const Sm90Block& blk;
+  Sm90Cursor& cur;
+  Sm90PhaseProbe& probe;
+  unsigned char* smem;  // generic pointer to sm.q.tiles
+  int lane, warp, cwg, warp_row0;
+  u32 sQ_wg;            // this warpgroup's 64 rows of the Q tile
+  TileContext<C> ctx;
+  // C::kBiasStaged: the warp's boxes of staged bias (16 rows), filled a tile ahead of their
+  // use, and their barrier.
+  u32 bias_rows, bias_bar;
+  Sm90BiasSource bias_src;
+  bool fold;            // scale folded into the exponent (softmax_deferred)
+  float exp_scale;
+  int tiles, tiles_w;   // the item's key tiles, and those this warpgroup computes
+  u32 kv0;              // the item's first K/V tile in the block's stream (cur.kv at the start)
+  RowState rows[1][2];
+  float o[1][C::kDTiles][4];
+  float s[1][C::kNTiles][4];
+  float alpha[2];
+  u32 pa[C::kBlockK / 16][4];
+  u32 qf[C::kQFragSteps][4];  // kQInRegs: this warp's rows of Q as A fragments
+
+  // The rest is set by set_up and the steps: not value-initialized (an aggregate's zeroed arrays
+  // cost instructions the original locals never had).
+  __device__ __forceinline__ Sm90ItemCompute(const FlashFwdParams& p_, const FlashFwdTensorMaps& maps_,
+                                             const Sm90Smem<C>& sm_, const Sm90Block& blk_,
+                                             Sm90Cursor& cur_, Sm90PhaseProbe& probe_,
+                                             unsigned char* smem_, int lane_, int warp_, int cwg_,
+                                             u32 sQ_wg_)
+      : p(p_), maps(maps_), sm(sm_), blk(blk_), cur(cur_), probe(probe_), smem(smem_), lane(lane_),
+        warp(warp_), cwg(cwg_), warp_row0(warp_ * 16), sQ_wg(sQ_wg_) {}
+
+  // Row constants, the staged bias's source and the softmax's scale.
+  __device__ __forceinline__ void set_up() {
+    ctx = tile_context<C>(p, blk.seq, blk.h, blk.q0, warp_row0, lane);
+    bias_rows = C::kBiasStaged ? sm.bias_rows() + warp * 16 * C::kBiasRowBytes : 0;
+    bias_bar = C::kBiasStaged ? sm.bias_full(warp) : 0;
+    bias_src = {};
+    if constexpr (C::kBiasStaged) {
+      bias_src = sm90_bias_source<C>(p, blk.seq, blk.h, i64(blk.q0) + warp_row0);
+      const int r = p.bias_stride_q == 0 ? 0 : lane >> 2;  // broadcast rows: row 0 for all
+      ctx.bias_smem = reinterpret_cast<const u32*>(smem + (bias_rows - sm.q.tiles)) +
+                      r * int(FlashFwdSm90Geometry::kTmaBoxCols / 2) + (lane & 3);
+      ctx.bias_half = p.bias_stride_q == 0 ? 0 : 8 * int(FlashFwdSm90Geometry::kTmaBoxCols / 2);
+      ctx.bias_swizzle = r;
+    }
+    // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
+    // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
+    // Folded logits stay raw dot products (masked ones -inf) until the exponent; unfolded ones
+    // leave logits_to_log2 in natural units, log2(e) going into the exponent.
+    fold = C::kFoldScale && ctx.scale_log2 > 0.f;
+    exp_scale = fold ? ctx.scale_log2 : kLog2e;
+    init_rows<C>(rows);
+    zero<C::kDTiles>(o);
+    tiles = blk.tiles();
+    tiles_w = sm90_warpgroup_tiles<C>(blk, cwg);
+    kv0 = cur.kv;
+  }
+
+  // Turns: warpgroup g issues its GEMMs after syncing on barrier 1 + g, then lets the next one
+  // go (arrive on 1 + (g + 1) % kConsumers). All take the same number of turns per item, so
+  // the ring runs on across items (sm90_consume opens and closes it).
+  __device__ __forceinline__ void turn_begin() const {
+    if (C::kPingPong) named_bar_sync(1 + cwg, 256);
+  }
+  __device__ __forceinline__ void turn_end() const {
+    if (C::kPingPong) named_bar_arrive(1 + (cwg + 1) % C::kConsumers, 256);
+  }
+  // Ring slot and phase parity of the item's tile t.
+  __device__ __forceinline__ int slot(int t) const { return int((kv0 + t) % C::kStages); }
+  __device__ __forceinline__ u32 phase(int t) const { return ((kv0 + t) / C::kStages) & 1; }
+
+  // S(t) to logits: the transform (unless folded), the staged bias's next copies, the position
+  // mask where the tile needs one, the segment mask.
+  __device__ __forceinline__ void logits(int t) {
+    const i64 k0 = i64(blk.keys.begin + t) * C::kBlockK;
+    if constexpr (C::kBiasStaged) mbar_wait(bias_bar, cur.bias++ & 1);  // tile t's bias
+    if (!fold) logits_to_log2<C, false>(s, p, ctx, blk.seq, k0, lane);  // folded: raw logits
+    if constexpr (C::kBiasStaged) {
+      __syncwarp();  // every lane has read tile t's bias before the copies of t + 1 overwrite it
+      if (t + 1 < tiles_w)
+        sm90_stage_bias<C>(maps, bias_src, bias_rows, bias_bar, k0 + C::kBlockK, lane);
+    }
+    if (tile_needs_mask<C>(blk.mask, blk.q0, k0, blk.seq.len_k))
+      mask_logits<C>(s, ctx, blk.mask, blk.seq, k0, lane);
+    if constexpr (C::kSegments) mask_segments<C>(s, ctx, blk.seq, k0, lane);
+  }
+
+  __device__ __forceinline__ void issue_s(u32 sK) {
+    if constexpr (C::kQInRegs)
+      qk_issue_rs<C>(s, qf, sK);
+    else
+      qk_issue<C>(s, sQ_wg, sK);
+  }
+
+  // Q landed (and, in registers, loaded), then S(0) alone: the only peeled issue (a peeled first
+  // tile with its own masked logits and softmax doubled the kernel's code, and NVRTC's time).
+  __device__ __forceinline__ void first_s() {
+    if constexpr (C::kBiasStaged)  // tile 0's bias, while Q and K(0) are waited for
+      if (tiles_w > 0)
+        sm90_stage_bias<C>(maps, bias_src, bias_rows, bias_bar, i64(blk.keys.begin) * C::kBlockK,
+                           lane);
+    sm.q.wait_full(0, cur.q_loads & 1);
+    // Q in registers: the tile goes back to the producer once S(0) has read the fragments
+    // (step), and the next item's Q may land while this one runs.
+    if constexpr (C::kQInRegs) load_q_fragments<C>(qf, sm.q.tiles, warp_row0, lane);
+    probe.mark(kProbeQWait);
+    sm.k.wait_full(slot(0), phase(0));
+    probe.mark(kProbeKWait);
+    turn_begin();
+    probe.mark(kProbeTurn);
+    zero<C::kNTiles>(s);
+    wgmma_fence();
+    issue_s(sm.k.tile(slot(0)));
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<0>();
+    probe.mark(kProbeS0);
+  }
+
+  // Tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, then the issue of S(t+1)
+  // followed by P(t) V(t).
+  __device__ __forceinline__ void step(int t) {
+    const int st = slot(t);
+    fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
+    sm.k.release(st, lane);
+    // The Q tile goes back once the last S that reads it is done: S(0) with Q in registers (its
+    // fragments), the item's last S otherwise. Not right after the ldmatrix loads of the
+    // fragments: ptxas lets the arrive go without waiting for them, and a warp whose lane 0 had
+    // just issued the O store's TMA copies read the next item's Q when its loads ran behind the
+    // arrive (docs/design/flash_fwd_cuda.md, "Correctness traps found"). Beside the K release:
+    // a branch of its own after the S(0) wait made ptxas serialize the wgmmas of the head_dim
+    // 128 kernels (C7515).
+    if (t == (C::kQInRegs ? 0 : tiles_w - 1)) sm.q.release(0, lane);
+    logits(t);
+    softmax_deferred<C>(s, rows, alpha, exp_scale);
+    wgmma_wait<0>();  // P(t-1) V(t-1) (nothing pending at t = 0)
+    fence_operands<C::kDTiles * 4>(&o[0][0][0]);
+    if (t > 0) sm.v.release(slot(t - 1), lane);
+    rescale_o<C>(o, alpha);  // t = 0: O is 0
+    pack_p<C>(pa, s);
+    sm.v.wait_full(st, phase(t));
+    if (t + 1 < tiles_w) {
+      sm.k.wait_full(slot(t + 1), phase(t + 1));
+      turn_begin();
+      zero<C::kNTiles>(s);
+      wgmma_fence();  // also orders pack_p's writes of P before P V reads them
+      issue_s(sm.k.tile(slot(t + 1)));
+      wgmma_commit();
+      pv_issue<C>(o, pa, sm.v.tile(st));
+      wgmma_commit();
+      turn_end();
+      wgmma_wait<1>();  // S(t+1) done, P(t) V(t) may still run
+    } else {
+      wgmma_fence();
+      pv_issue<C>(o, pa, sm.v.tile(st));
+      wgmma_commit();
+    }
+  }
+
+  // Every tile of the item: computed, or (past this warpgroup's rows) passed.
+  __device__ __forceinline__ void run_tiles() {
+    if (tiles == 0) {
+      if (C::kItemRecord) sm.q.release(0, lane);  // lane 0 read the record
+      return;
+    }
+    first_s();
+    for (int t = 0; t < tiles_w; ++t) step(t);
+    for (int t = tiles_w; t < tiles; ++t)  // the tiles none of this warpgroup's rows see
+      sm90_pass_tile<C>(sm, kv0 + t, cwg, lane);
+  }
+
+  // The row sums are final once the last softmax is done: the normalisation and the lse run
+  // while the last P V is still on the tensor cores; then the item's last V slot goes back.
+  __device__ __forceinline__ void finish() {
+    rows[0][0].top = quad_max(rows[0][0].top);  // lane maxima (softmax_deferred)
+    rows[0][1].top = quad_max(rows[0][1].top);
+    finish_rows<C>(rows, p, blk.h);
+    write_lse<C>(rows, p, blk.seq, blk.h, blk.q0, warp_row0, lane);
+    probe.mark(kProbeFinish);
+    wgmma_wait<0>();  // the last P V (nothing pending without visible keys)
+    fence_operands<C::kDTiles * 4>(&o[0][0][0]);
+    if (tiles > 0) {
+      sm.v.release(slot(tiles_w - 1), lane);
+      cur.kv += tiles;
+      ++cur.q_loads;
+    }
+  }
+
+  // O out: straight from registers (persistent blocks without an O tile), else through shared
+  // memory and TMA stores.
+  __device__ __forceinline__ void store() {
+    if constexpr (C::kPersistent && !C::kOBuffer) {
+      u16* gO = static_cast<u16*>(p.out) + blk.seq.b * p.o_stride_b +
+                (blk.seq.q_begin + blk.q0) * p.o_stride_s + blk.h * p.o_stride_h;
+      sm90_store_o_direct<C>(o, rows, gO, p.o_stride_s, blk.valid_q, warp_row0, lane);
+      probe.mark(kProbeStage);
+    } else {
+      const u32 tile = C::kOBuffer ? sm.o() : sm.q.tiles;
+      sm90_store_o_tma<C>(o, rows, p, maps, blk, tile, smem + (tile - sm.q.tiles), cwg, warp_row0,
+                          lane, probe);
+    }
+  }
+};
+
 // One work item of consumer warpgroup cwg: rows 64 cwg .. 64 cwg + 63 of its q block.
 template <class C>
 __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
@@ -233,188 +465,23 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   // derives from it in uniform registers: Q's wgmma descriptors (from threadIdx.x alone it put
   // an R2UR before each S = Q K^T wgmma of the kernels with Q in shared memory), the turn and
   // store barrier ids, the O store's rows (docs/design/flash_fwd_cuda.md, "Correctness traps
-  // found"). At head_dim 256 only for Q's
-  // descriptors: its 16 k steps of S fill the uniform registers, and the ids there pushed 14
-  // R2URs into the S + P V group (5 without). sQ_wg shuffles again for that case (below 256 a
-  // no-op that ptxas keeps: dropping it changed the code of eight check kernels, none measured).
+  // found"). At head_dim 256 only for Q's descriptors: its 16 k steps of S fill the uniform
+  // registers, and the ids there pushed R2URs into the S + P V group. sQ_wg shuffles again for
+  // that case (below 256 a no-op that ptxas keeps).
   const int cwg = C::kHeadDim < 256 ? __shfl_sync(0xffffffffu, warp / 4, 0) : warp / 4;
   // Three consumers only: the early return slowed the 128 x 128 kernels with Q in registers on
-  // shapes where it never runs (measured: the doc's section above).
+  // shapes where it never runs (docs/design/flash_fwd_cuda.md, "Measured choices").
   if constexpr (C::kConsumers == 3)
     if (cwg * 64 >= blk.valid_q) return sm90_pass_item<C>(sm, blk, cur, cwg, lane);
-  const int warp_row0 = warp * 16;
-  const u32 sQ_wg = sm.q.tiles + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128;
-  const SeqSpan& seq = blk.seq;
-  TileContext<C> ctx = tile_context<C>(p, seq, blk.h, blk.q0, warp_row0, lane);
-  // C::kBiasStaged: the warp's boxes of staged bias (16 rows), filled a tile ahead of their
-  // use, and their barrier.
-  const u32 bias_rows = C::kBiasStaged ? sm.bias_rows() + warp * 16 * C::kBiasRowBytes : 0;
-  const u32 bias_bar = C::kBiasStaged ? sm.bias_full(warp) : 0;
-  Sm90BiasSource bias_src{};
-  if constexpr (C::kBiasStaged) {
-    bias_src = sm90_bias_source<C>(p, seq, blk.h, i64(blk.q0) + warp_row0);
-    const int r = p.bias_stride_q == 0 ? 0 : lane >> 2;  // broadcast rows: row 0 for all
-    ctx.bias_smem = reinterpret_cast<const u32*>(smem + (bias_rows - sm.q.tiles)) +
-                    r * int(FlashFwdSm90Geometry::kTmaBoxCols / 2) + (lane & 3);
-    ctx.bias_half = p.bias_stride_q == 0 ? 0 : 8 * int(FlashFwdSm90Geometry::kTmaBoxCols / 2);
-    ctx.bias_swizzle = r;
-  }
-  // Folding needs scale > 0 (the max of raw scores is then the max of the logits, and a masked
-  // -inf stays -inf); any other finite scale multiplies up front as the sm80 family does.
-  // Folded logits stay raw dot products (masked ones -inf) until the exponent.
-  const bool fold = C::kFoldScale && ctx.scale_log2 > 0.f;
-  // Unfolded logits leave logits_to_log2 in natural units: log2(e) goes into the exponent.
-  const float exp_scale = fold ? ctx.scale_log2 : kLog2e;
-  RowState rows[1][2];
-  init_rows<C>(rows);
-  float o[1][C::kDTiles][4];
-  zero<C::kDTiles>(o);
-  const int tiles = blk.tiles();
-  // Three causal consumers stop at the last key tile their own 64 rows see (tiles_w); the
-  // block's later tiles, fully masked for them, they pass after the loop (one or two of the
-  // three computed a masked tile on every diagonal).
-  int tiles_w = tiles;
-  if constexpr (C::kConsumers == 3 && C::kCausal && !C::kWindow) {
-    // The passed tiles come after this warpgroup's last P V, which holds its V slot until the
-    // epilogue: fewer passed tiles than stages (the block's rows end <= 128 keys later), or the
-    // producer could not refill that slot for them.
-    static_assert(C::kStages > (128 + C::kBlockK - 1) / C::kBlockK,
-                  "flash_fwd sm90: too few K/V stages for the causal tiles a warpgroup passes");
-    const i64 last_key = min_of<i64>(
-        last_visible_key(i64(blk.q0) + cwg * 64 + 63, blk.mask), i64(blk.seq.len_k) - 1);
-    tiles_w = min_of<int>(tiles, int(last_key / C::kBlockK) + 1 - blk.keys.begin);
-  }
-  float s[1][C::kNTiles][4];
-  float alpha[2];
-  u32 pa[C::kBlockK / 16][4];
-  u32 qf[C::kQFragSteps][4];  // kQInRegs: this warp's rows of Q as A fragments
-  // Turns: warpgroup g issues its GEMMs after syncing on barrier 1 + g, then lets the next one
-  // go (arrive on 1 + (g + 1) % kConsumers). All take the same number of turns per item, so
-  // the ring runs on across items (sm90_consume opens and closes it).
-  auto turn_begin = [&]() {
-    if (C::kPingPong) named_bar_sync(1 + cwg, 256);
-  };
-  auto turn_end = [&]() {
-    if (C::kPingPong) named_bar_arrive(1 + (cwg + 1) % C::kConsumers, 256);
-  };
-  auto to_log2 = [&](int t) {
-    const i64 k0 = i64(blk.keys.begin + t) * C::kBlockK;
-    if constexpr (C::kBiasStaged) mbar_wait(bias_bar, cur.bias++ & 1);  // tile t's bias
-    if (!fold) logits_to_log2<C, false>(s, p, ctx, seq, k0, lane);  // folded: raw logits
-    if constexpr (C::kBiasStaged) {
-      __syncwarp();  // every lane has read tile t's bias before the copies of t + 1 overwrite it
-      if (t + 1 < tiles_w)
-        sm90_stage_bias<C>(maps, bias_src, bias_rows, bias_bar, k0 + C::kBlockK, lane);
-    }
-    if (tile_needs_mask<C>(blk.mask, blk.q0, k0, seq.len_k))
-      mask_logits<C>(s, ctx, blk.mask, seq, k0, lane);
-    if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
-  };
-  auto s_issue = [&](u32 sK) {
-    if constexpr (C::kQInRegs)
-      qk_issue_rs<C>(s, qf, sK);
-    else
-      qk_issue<C>(s, sQ_wg, sK);
-  };
-  // Ring slot and phase parity of the item's tile t.
-  auto slot = [&](int t) { return int((cur.kv + t) % C::kStages); };
-  auto phase = [&](int t) { return ((cur.kv + t) / C::kStages) & 1; };
-
-  if (tiles == 0) {
-    if (C::kItemRecord) sm.q.release(0, lane);  // lane 0 read the record
-  } else {
-    if constexpr (C::kBiasStaged)  // tile 0's bias, while Q and K(0) are waited for
-      if (tiles_w > 0)
-        sm90_stage_bias<C>(maps, bias_src, bias_rows, bias_bar,
-                           i64(blk.keys.begin) * C::kBlockK, lane);
-    sm.q.wait_full(0, cur.q_loads & 1);
-    // Q in registers: the tile goes back to the producer once S(0) has read the fragments
-    // (below), and the next item's Q may land while this one runs.
-    if constexpr (C::kQInRegs) load_q_fragments<C>(qf, sm.q.tiles, warp_row0, lane);
-    probe.mark(kProbeQWait);
-    // S(0) alone; then per tile t: softmax of S(t) while P(t-1) V(t-1) still accumulates, and
-    // the issue of S(t+1) followed by P(t) V(t). Only the issue of S(0) is peeled off: a
-    // peeled first tile with its own masked logits and softmax doubled the kernel's code
-    // (NVRTC time).
-    sm.k.wait_full(slot(0), phase(0));
-    probe.mark(kProbeKWait);
-    turn_begin();
-    probe.mark(kProbeTurn);
-    zero<C::kNTiles>(s);
-    wgmma_fence();
-    s_issue(sm.k.tile(slot(0)));
-    wgmma_commit();
-    turn_end();
-    wgmma_wait<0>();
-    probe.mark(kProbeS0);
-    for (int t = 0; t < tiles_w; ++t) {
-      const int st = slot(t);
-      fence_operands<C::kNTiles * 4>(&s[0][0][0]);  // S(t) is done
-      sm.k.release(st, lane);
-      // The Q tile goes back once the last S that reads it is done: S(0) with Q in registers
-      // (its fragments), the item's last S otherwise. Not right after the ldmatrix loads of
-      // the fragments: ptxas lets the arrive go without waiting for them, and a warp whose
-      // lane 0 had just issued the O store's TMA copies read the next item's Q when its loads
-      // ran behind the arrive (16 rows wrong in some short items on persistent grids of three
-      // blocks; docs/design/flash_fwd_cuda.md, "Correctness traps found"). Beside the K
-      // release: a branch of its own after the S(0) wait made ptxas serialize the wgmmas of the
-      // head_dim 128 kernels (C7515).
-      if (t == (C::kQInRegs ? 0 : tiles_w - 1)) sm.q.release(0, lane);
-      to_log2(t);
-      softmax_deferred<C>(s, rows, alpha, exp_scale);
-      wgmma_wait<0>();  // P(t-1) V(t-1) (nothing pending at t = 0)
-      fence_operands<C::kDTiles * 4>(&o[0][0][0]);
-      if (t > 0) sm.v.release(slot(t - 1), lane);
-      rescale_o<C>(o, alpha);  // t = 0: O is 0
-      pack_p<C>(pa, s);
-      sm.v.wait_full(st, phase(t));
-      if (t + 1 < tiles_w) {
-        sm.k.wait_full(slot(t + 1), phase(t + 1));
-        turn_begin();
-        zero<C::kNTiles>(s);
-        wgmma_fence();  // also orders pack_p's writes of P before P V reads them
-        s_issue(sm.k.tile(slot(t + 1)));
-        wgmma_commit();
-        pv_issue<C>(o, pa, sm.v.tile(st));
-        wgmma_commit();
-        turn_end();
-        wgmma_wait<1>();  // S(t+1) done, P(t) V(t) may still run
-      } else {
-        wgmma_fence();
-        pv_issue<C>(o, pa, sm.v.tile(st));
-        wgmma_commit();
-      }
-    }
-    for (int t = tiles_w; t < tiles; ++t)  // the tiles none of this warpgroup's rows see
-      sm90_pass_tile<C>(sm, cur.kv + t, cwg, lane);
-  }
+  Sm90ItemCompute<C> item(p, maps, sm, blk, cur, probe, smem, lane, warp, cwg,
+                          sm.q.tiles + __shfl_sync(0xffffffffu, cwg, 0) * 64 * 128);
+  item.set_up();
+  item.run_tiles();
   probe.mark(kProbeLoop);
-  // The row sums are final once the last softmax is done: the normalisation and the lse run
-  // while the last P V is still on the tensor cores.
-  rows[0][0].top = quad_max(rows[0][0].top);  // lane maxima (softmax_deferred)
-  rows[0][1].top = quad_max(rows[0][1].top);
-  finish_rows<C>(rows, p, blk.h);
-  write_lse<C>(rows, p, seq, blk.h, blk.q0, warp_row0, lane);
-  probe.mark(kProbeFinish);
-  wgmma_wait<0>();  // the last P V (nothing pending without visible keys)
-  fence_operands<C::kDTiles * 4>(&o[0][0][0]);
-  if (tiles > 0) {
-    sm.v.release(slot(tiles_w - 1), lane);
-    cur.kv += tiles;
-    ++cur.q_loads;
-  }
-  if constexpr (C::kPersistent && !C::kOBuffer) {
-    u16* gO = static_cast<u16*>(p.out) + seq.b * p.o_stride_b +
-              (seq.q_begin + blk.q0) * p.o_stride_s + blk.h * p.o_stride_h;
-    sm90_store_o_direct<C>(o, rows, gO, p.o_stride_s, blk.valid_q, warp_row0, lane);
-    probe.mark(kProbeStage);
-  } else {
-    const u32 tile = C::kOBuffer ? sm.o() : sm.q.tiles;
-    sm90_store_o_tma<C>(o, rows, p, maps, blk, tile, smem + (tile - sm.q.tiles), cwg, warp_row0, lane,
-                        probe);
-  }
+  item.finish();
+  item.store();
   probe.mark(kProbeStore);
-  if (tiles > 0) probe.commit(tiles);
+  if (item.tiles > 0) probe.commit(item.tiles);
 }
 
 // Consumer warpgroups: every work item of the block, in the producer's order.
