@@ -39,7 +39,7 @@ FlashFwdTensorMaps encode_tensor_maps(const FlashFwdParams& p, const FlashLaunch
   for (cuda::FlashTensor t : cuda::flash_fwd_tensors(p, shape.bias_chunks))
     cuda::tensor_map(maps, t) =
         cuda::encode_tma_map(cuda::flash_fwd_tma_view(p, t, g), cuda::tma_format_16bit_sw128(),
-                             fmt::format("flash_attention (CUDA sm90a): {}", cuda::flash_tensor_name(t)));
+                             {"flash_attention", "CUDA sm90a", cuda::flash_tensor_name(t)});
   return maps;
 }
 
