@@ -39,7 +39,7 @@ for step in "$@"; do
     bench/api/build.sh . build-dev build-dev/bench_api && bench/api/build.sh "$old_src" build-old build-old/bench_api || exit 1
     ;;
   test)
-    (cd build-dev && ctest -R "cuda|kernels\." -j 4 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc $?")
+    (cd build-dev && ctest -R "cuda|CUDA|kernels\." -j 8 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc $?")
     grep -E "tests passed|tests failed|Failed|\*\*\*|Skipped" "$OUT/ctest.log" | tail -15
     E=build-dev/cli/ejk
     export EJK_CACHE_DIR=/tmp/ejk-cache
