@@ -194,7 +194,7 @@ class DeviceCase {
     d.check(d.cuMemsetD8Async(lse_.ptr(), 0xff, lse_n_ * 4, stream), "poisoning lse");
     const ops::FlashLaunchShape s = shape(plan, sm_count);
     engine::StreamWorkspace& ws = engine::stream_workspace(dev.ordinal, stream);
-    // Two u32 per stream for the persistent blocks' draws (flash_fwd_sm90_schedule.cuh sm90_draw).
+    // Two u32 per stream for the persistent blocks' draws (sm90/schedule.cuh, sm90::Drawn).
     ws.reserve(ops::bias_copy_bytes(p_, s.bias_chunks), s.tma ? 2 * sizeof(u32) : 0, stream);
     engine::CudaLaunchContext lc(dev, stream, plan, ws);
     ops::launch_flash_fwd(lc, s, p_);

@@ -161,7 +161,7 @@ TEST_CASE("the sm80 family's slices past 65535 heads or sequences", "[device]") 
 }
 
 // Persistent causal blocks with item records draw their items from the stream's counter (the
-// workspace's; flash_fwd_sm90_schedule.cuh sm90_draw), which every launch leaves zero.
+// workspace's; sm90/schedule.cuh, sm90::Drawn), which every launch leaves zero.
 // Launches back to back on one stream must each find it zero, and launches in flight on two
 // streams must not share one: an item drawn by the other launch would be missing here (NaN
 // from the poison).

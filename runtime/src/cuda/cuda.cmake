@@ -5,5 +5,6 @@
 target_sources(ejk_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cuda_driver.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nvrtc_compiler.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/device.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/device.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tma_map.cpp)
 target_compile_definitions(ejk_objects PUBLIC EJK_HAVE_CUDA=1)

@@ -51,7 +51,7 @@ struct FlashFwdParams {
   // order of work, never the result.
   i64 l2_kv_bytes;
   // sm90a persistent causal blocks with item records draw their work items from this counter
-  // (flash_fwd_sm90_schedule.cuh sm90_draw): two u32 of device memory, zero before a stream's
+  // (sm90/schedule.cuh, sm90::Drawn): two u32 of device memory, zero before a stream's
   // first launch; every launch leaves them zero again. One per stream: launches that overlap
   // must not share it. Null: the static order. Changes only the order of work.
   u32* tile_counter;

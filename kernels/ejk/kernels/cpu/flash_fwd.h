@@ -9,6 +9,7 @@
 //
 // Header only and freestanding (no standard headers): it is also JIT-compiled in-process.
 #pragma once
+#include "ejk/kernels/common/attention_variant.h"
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/flash_params.h"
 #include "ejk/kernels/cpu/amx.h"
@@ -19,15 +20,9 @@
 
 namespace ejk::cpu {
 
-// Compile-time features of a variant (a structural type, usable as a template argument).
-struct FlashFlags {
-  bool causal = false;
-  bool window = false;   // sliding window bounds from FlashFwdParams::mask
-  bool segments = false; // q/kv segment ids; without it the variant has no segment code
-  bool softcap = false;  // cap * tanh(s / cap) with FlashFwdParams::softcap
-  bool sinks = false;    // softmax_aux joins the denominator
-  bool bias = false;     // additive bias in the element type
-};
+// Compile-time features of a variant (common/attention_variant.h, shared with the CUDA kernels
+// and the reference); per_item stays off on CPU (one schedule).
+using FlashFlags = AttentionFlags;
 
 template <ElemKind kElem, int kHeadDim, int kBlockQ, int kBlockK, FlashFlags kFlags>
 struct FlashFwdConfig {

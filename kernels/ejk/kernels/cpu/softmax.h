@@ -43,21 +43,14 @@ template <int kRows> struct SoftmaxState {
 // keeps them harmless and the ranges monotone.
 template <int kRows> struct RowRanges {
   i32 lo[kRows], hi[kRows];
-  i32 lo_max, hi_min;  // over the real rows: the block [k0, k1] is fully visible iff
-                       // lo_max <= k0 and k1 <= hi_min
 
   EJK_HD void init(const MaskSpec& mask, i64 q0, int rows, i64 seqlen_k) {
-    lo_max = -1;
-    hi_min = (i32)seqlen_k;
     for (int i = 0; i < kRows; ++i) {
       const i64 q = q0 + (i < rows ? i : rows - 1);
       lo[i] = (i32)min_of(max_of(first_visible_key(q, mask), (i64)-1), seqlen_k);
       hi[i] = (i32)min_of(max_of(last_visible_key(q, mask), (i64)-1), seqlen_k);
-      lo_max = max_of(lo_max, lo[i]);
-      hi_min = min_of(hi_min, hi[i]);
     }
   }
-  EJK_HD bool fully_visible(i64 k0, i64 k1) const { return lo_max <= k0 && k1 <= hi_min; }
 };
 
 // st[j][i] = transform_logit(st[j][i], bias[i][j]) for j < kn (mask.h's order: bias, softcap).

@@ -3,6 +3,7 @@
 // normalization that writes out and lse. The engines (fma_engine.h, amx_engine.h) differ only
 // in how they compute S^T = K.Q^T and O += P.V.
 #pragma once
+#include "ejk/kernels/common/attention_variant.h"
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/flash_params.h"
 #include "ejk/kernels/common/mask.h"
@@ -48,17 +49,6 @@ EJK_HD bool decode_task(const FlashFwdParams& p, i64 t, int block_q, TaskGeometr
   g.lse_off = (varlen ? 0 : g.b * p.lse_stride_b) + g.h * p.lse_stride_h + q_row0 + g.q0;
   g.bias_off = g.b * p.bias_stride_b + g.h * p.bias_stride_h + g.q0 * p.bias_stride_q;
   return true;
-}
-
-// The variant's mask: the causal bit comes from the flags, window bounds only with the flag.
-template <class Cfg> EJK_HD MaskSpec variant_mask(const FlashFwdParams& p) {
-  MaskSpec m;
-  m.causal = Cfg::flags.causal;
-  if constexpr (Cfg::flags.window) {
-    m.window_left = p.mask.window_left;
-    m.window_right = p.mask.window_right;
-  }
-  return m;
 }
 
 // One kv block of a task: keys [k0, k0 + kn); the next block has next_kn keys (0: none).
@@ -130,6 +120,7 @@ template <class Cfg> struct TaskState {
   static constexpr int BQ = Cfg::block_q, BK = Cfg::block_k;
   SoftmaxState<BQ> softmax;
   RowRanges<BQ> ranges;
+  MaskSpec mask;   // the variant's (variant_mask)
   i32 q_seg[BQ], kv_seg[BK];
   bool q_uniform;  // all queries of the block in one segment
 };
@@ -164,7 +155,8 @@ EJK_HD SegmentMask classify_segments(const FlashFwdParams& p, const TaskGeometry
 template <class Cfg>
 EJK_HD void begin_task_state(const FlashFwdParams& p, const TaskGeometry& g, TaskState<Cfg>& ts) {
   ts.softmax.reset();
-  ts.ranges.init(variant_mask<Cfg>(p), g.q0, g.rows, g.seqlen_k);
+  ts.mask = variant_mask<Cfg::flags>(p.mask);
+  ts.ranges.init(ts.mask, g.q0, g.rows, g.seqlen_k);
   ts.q_uniform = true;
   if constexpr (Cfg::flags.segments) {
     if (p.q_segment_ids) {
@@ -201,7 +193,9 @@ EJK_HD bool scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry&
   }
   if constexpr (Cfg::flags.segments)
     if (blk.segment_pairs) mask_segments<BQ>(st, blk.kn, g.rows, ts.q_seg, ts.kv_seg);
-  const bool mask_positions = !ts.ranges.fully_visible(blk.k0, blk.k0 + blk.kn - 1);
+  // Blocks never reach past the sequence end (run_task), so position alone decides.
+  const bool mask_positions = !tile_fully_visible<bounded_mask(Cfg::flags)>(
+      ts.mask, g.q0, g.q0 + g.rows - 1, blk.k0, blk.k0 + blk.kn - 1);
   return softmax_block<BQ>(ts.softmax, st, blk.kn, blk.k0, mask_positions, ts.ranges,
                            softmax_scale, rescale_threshold, probabilities);
 }
@@ -249,9 +243,11 @@ EJK_HD void run_task(const FlashFwdParams& p, const TaskGeometry& g, TaskState<C
   constexpr int BQ = Cfg::block_q, BK = Cfg::block_k;
   begin_task_state<Cfg>(p, g, ts);
   engine.begin_task(p, g);
-  // Keys no query of the block can see are never touched (causal / window skipping).
-  const i64 k_begin = max_of((i64)ts.ranges.lo[0], (i64)0);
-  const i64 k_end = min_of((i64)ts.ranges.hi[BQ - 1] + 1, g.seqlen_k);
+  // Keys no query of the block can see are never touched (causal / window skipping): blocks
+  // start at the first visible key (not at a tile boundary) and end at the last.
+  const PositionSpan keys = block_visible_keys<bounded_mask(Cfg::flags)>(
+      ts.mask, g.q0, g.q0 + g.rows - 1, g.seqlen_k);
+  const i64 k_begin = keys.first, k_end = keys.last + 1;
   for (i64 k0 = k_begin; k0 < k_end; k0 += BK) {
     KvBlock blk;
     blk.k0 = k0;

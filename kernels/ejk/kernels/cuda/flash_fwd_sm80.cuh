@@ -143,8 +143,8 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
   const u16* gV = static_cast<const u16*>(p.v) + seq.b * p.v_stride_b +
                   seq.k_begin * p.v_stride_s + hk * p.v_stride_h;
 
-  const MaskSpec mask = variant_mask<C>(p);
-  const KeyRange keys = key_range<C>(mask, q0, seq.len_k);
+  const MaskSpec mask = variant_mask<C::kFlags>(p.mask);
+  const TileRange keys = key_range<C>(mask, q0, seq.len_k);
 
   load_tile_async<C>(sQ, gQ, p.q_stride_s, C::kBlockQ, valid_q);
   cp_async_commit();
@@ -158,7 +158,7 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
   };
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
-    if (keys.tile_begin + s < keys.tile_end) load_kv(keys.tile_begin + s, s);
+    if (keys.begin + s < keys.end) load_kv(keys.begin + s, s);
     cp_async_commit();  // empty groups keep the wait counts uniform
   }
 
@@ -173,14 +173,14 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o[mt][dt][i] = 0.f;
 
-  for (int tile = keys.tile_begin; tile < keys.tile_end; ++tile) {
+  for (int tile = keys.begin; tile < keys.end; ++tile) {
     cp_async_wait<C::kStages - 2>();
     __syncthreads();  // tile's K/V visible to all warps; the oldest stage is free again
     const int next = tile + C::kStages - 1;
-    if (next < keys.tile_end) load_kv(next, (next - keys.tile_begin) % C::kStages);
+    if (next < keys.end) load_kv(next, (next - keys.begin) % C::kStages);
     cp_async_commit();
 
-    const int stage = (tile - keys.tile_begin) % C::kStages;
+    const int stage = (tile - keys.begin) % C::kStages;
     float s[C::kMTiles][C::kNTiles][4];
     qk_tile<C>(s, sQ, sK + stage * C::kKVTileElems, warp_row0, lane);
     const i64 k0 = i64(tile) * C::kBlockK;

@@ -4,13 +4,15 @@
 // packing into the P V A fragments and O's rescale. C is the block's FlashFwdSm90Config.
 #pragma once
 #include "ejk/kernels/cuda/flash_fwd_tile.cuh"
+#include "ejk/kernels/cuda/sm90/epilogue.cuh"
 #include "ejk/kernels/cuda/wgmma.cuh"
 
 namespace ejk::cuda {
 
 // Byte offset of 16-byte chunk c (along D) of row r in a swizzled tile of `rows` rows.
+// (sm90/epilogue.cuh's layout; C only for the callers' spelling.)
 template <class C> __device__ __forceinline__ u32 sw128_offset(int r, int c, int rows) {
-  return u32((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r & 7)) << 4));
+  return sm90::sw128_offset(r, c, rows);
 }
 
 // Pins accumulator registers after a wgmma wait: without it the compiler may read them
@@ -28,10 +30,10 @@ __device__ __forceinline__ u64 k_major_step(u64 desc, int kk, int rows) {
 
 // A GEMM's K k steps (at most 16: head_dim and block_k <= 256) are issued as groups of eight,
 // then of four, as one asm statement each, and the rest (head_dim or block_k no multiple of 4
-// steps) one by one: NVVM and ptxas spend their time per statement, not per instruction (-6.4%
-// of a d128 key's compile; docs/design/flash_fwd_cuda.md, "The tile loop"). Blocks of three
-// consumer warpgroups (160 registers each) issue every step alone: grouped, their kernels ran
-// 1-3% slower; the others ran as fast as with single steps, within the A/Bs' noise.
+// steps) one by one: NVVM and ptxas spend their time per statement, not per instruction
+// (docs/design/flash_fwd_cuda.md, "The tile loop"). Blocks of three consumer warpgroups (160
+// registers each) issue every step alone: grouped, their kernels ran slower; the others ran as
+// fast as with single steps (the doc's "Measured choices of the sm90a kernels").
 template <class C, int K> struct KSteps {
   static_assert(K >= 1 && K <= 16, "flash_fwd sm90: 1 to 16 k steps per GEMM");
   static constexpr bool kGrouped = C::kConsumers <= 2;
@@ -211,7 +213,6 @@ __device__ __forceinline__ void softmax_deferred(float (&s)[1][C::kNTiles][4],
   // sees a score above m + kMaxLag (all but a row's first tiles), m stays and the two quad
   // reductions are skipped; r.top then holds this lane's maximum (quad_max'ed at the finish).
   // m stays the same in the four lanes of a row: it only ever moves to a quad-reduced max.
-  // Head_dim 128 +0.1..+4.7%, 64 and 256 -0.5..+3.1% (the chains alone: noise).
   const bool need = mxs[0] > rows[0][0].m + kMaxLag || mxs[1] > rows[0][1].m + kMaxLag;
   if (__any_sync(0xffffffffu, need)) {
     mxs[0] = quad_max(mxs[0]);

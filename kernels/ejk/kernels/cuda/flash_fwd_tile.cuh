@@ -7,6 +7,7 @@
 // tile, columns 2*(L%4) and 2*(L%4)+1 of every 8-column n-tile: element i of a fragment is
 // row L/4 + 8*(i/2), column 2*(L%4) + i%2.
 #pragma once
+#include "ejk/kernels/common/attention_variant.h"
 #include "ejk/kernels/common/flash_params.h"
 #include "ejk/kernels/common/mask.h"
 #include "ejk/kernels/cuda/flash_fwd_traits.cuh"
@@ -14,15 +15,9 @@
 
 namespace ejk::cuda {
 
-struct FlashFlags {
-  bool causal = false;
-  bool window = false;
-  bool segments = false;  // q/kv segment ids; without it a kernel has no segment code
-  bool softcap = false;
-  bool sinks = false;
-  bool bias = false;
-  bool per_item = false;  // sm90a: one block per work item (the key's tuning flag `.items`)
-};
+// The variant's features (common/attention_variant.h, shared with the CPU kernels and the
+// reference); per_item is the sm90a schedule.
+using FlashFlags = AttentionFlags;
 
 // kRowsPerWarp: 0 takes the geometry's default (what keys build); 16/32 for tuning runs.
 template <Elem E, int D, int Br, int Bc, FlashFlags F, int kRowsPerWarp = 0>
@@ -43,6 +38,7 @@ struct FlashFwdSm80Config {
   static constexpr int kRowPitch = int(kGeometry.row_pitch());
   static constexpr int kQTileElems = int(kGeometry.q_tile_elems());
   static constexpr int kKVTileElems = int(kGeometry.kv_tile_elems());
+  static constexpr FlashFlags kFlags = F;
   static constexpr bool kCausal = F.causal, kWindow = F.window, kSoftcap = F.softcap;
   static constexpr bool kSinks = F.sinks, kBias = F.bias, kSegments = F.segments;
   static constexpr bool kRollSinkLoops = false;  // for_each_sink
@@ -68,32 +64,10 @@ __device__ __forceinline__ SeqSpan sequence_span(const FlashFwdParams& p, i64 z)
   return {z, z, 0, p.seqlen_q, 0, p.seqlen_k};
 }
 
-// The variant's mask: the causal bit comes from the variant, window bounds only when the
-// variant has the window axis (otherwise unbounded whatever params.mask holds).
-template <class C> __device__ __forceinline__ MaskSpec variant_mask(const FlashFwdParams& p) {
-  MaskSpec m;
-  m.causal = C::kCausal;
-  if (C::kWindow) {
-    m.window_left = p.mask.window_left;
-    m.window_right = p.mask.window_right;
-  }
-  return m;
-}
-
-// Half-open range of key tiles a q block can see; empty when no key is visible.
-struct KeyRange {
-  int tile_begin, tile_end;
-};
-
+// The key tiles a q block of C's shape visits (attention_variant.h's classifier).
 template <class C>
-__device__ __forceinline__ KeyRange key_range(const MaskSpec& m, i64 q0, i64 len_k) {
-  i64 lo = 0, hi = len_k;
-  if (C::kCausal || C::kWindow) {
-    lo = max_of<i64>(lo, first_visible_key(q0, m));
-    hi = min_of<i64>(hi, last_visible_key(q0 + C::kBlockQ - 1, m) + 1);
-  }
-  const int begin = int(lo / C::kBlockK);
-  return {begin, hi > lo ? int(ceil_div<i64>(hi, C::kBlockK)) : begin};
+__device__ __forceinline__ TileRange key_range(const MaskSpec& m, i64 q0, i64 len_k) {
+  return visible_key_tiles<bounded_mask(C::kFlags)>(m, q0, q0 + C::kBlockQ - 1, len_k, C::kBlockK);
 }
 
 // Per-thread constants of the rows it owns.
@@ -143,9 +117,8 @@ __device__ __forceinline__ TileContext<C> tile_context(const FlashFwdParams& p, 
 template <class C>
 __device__ __forceinline__ bool tile_needs_mask(const MaskSpec& m, i64 q0, i64 k0, i64 len_k) {
   if (k0 + C::kBlockK > len_k) return true;
-  if (!(C::kCausal || C::kWindow)) return false;
-  const i64 q_last = q0 + C::kBlockQ - 1;
-  return !(k0 >= first_visible_key(q_last, m) && k0 + C::kBlockK - 1 <= last_visible_key(q0, m));
+  return !tile_fully_visible<bounded_mask(C::kFlags)>(m, q0, q0 + C::kBlockQ - 1, k0,
+                                                      k0 + C::kBlockK - 1);
 }
 
 // Turns raw dot products into log2-unit logits (mask.h's transform) without masking, or with

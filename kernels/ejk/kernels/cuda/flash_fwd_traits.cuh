@@ -3,6 +3,7 @@
 // block and the shared-memory size the runtime launches with cannot drift from the kernel.
 #pragma once
 #include "ejk/kernels/common/flash_params.h"
+#include "ejk/kernels/cuda/sm90/tma_desc.cuh"
 
 namespace ejk::cuda {
 
@@ -157,9 +158,8 @@ struct FlashFwdSm90Geometry {
   // Persistent where a block fills an SM's shared memory anyway, head_dim <= 128, and an O
   // tile fits beside two K/V stages: the consumers then hand O to a TMA store and go on, the
   // producer already streaming the next item's Q and K/V, which beats a block per item (its
-  // launch, first loads and epilogue are not hidden) by 5-19% at head_dim 128 up to 4k and
-  // 2-3% at head_dim 64. One block per item elsewhere: at head_dim 256 and at 128 x 176 /
-  // 128 x 192 (no room for the O tile; the heuristic's long-sequence tiles, where launches are
+  // launch, first loads and epilogue are not hidden). One block per item elsewhere: at
+  // head_dim 256 and at 128 x 176 / 128 x 192 (no room for the O tile; the heuristic's long-sequence tiles, where launches are
   // rare and the hardware's block order balances the causal work). Tuning runs may ask either
   // way (docs/design/flash_fwd_cuda.md, "Schedules").
   constexpr bool persistent() const {
@@ -189,9 +189,8 @@ struct FlashFwdSm90Geometry {
   // kQRegsHeadroom to spare: an SS wgmma of m64 x n128 x k16 reads 2 KiB of Q and 4 KiB of K
   // from shared memory per 64 tensor cycles (96 B/clk of the SM's 128, before the K/V copies
   // land there); from registers only the 4 KiB of K. Q is loaded once per item and its tile
-  // released once S(0) has used the fragments. Measured: median +2% at head_dim 64 and
-  // 128 x 128; mixed (-3..+8%) at 128 x 144, whose estimate leaves 6 registers, hence the
-  // headroom (docs/design/flash_fwd_cuda.md, "Q in registers").
+  // released once S(0) has used the fragments. At 128 x 144 the estimate left 6 registers and
+  // the gain turned mixed, hence the headroom (docs/design/flash_fwd_cuda.md, "Q in registers").
   static constexpr i64 kQRegsHeadroom = 16;
   constexpr bool q_in_registers() const {
     if (q_operand_override != Sm90QOperand::by_default)
@@ -225,15 +224,6 @@ struct FlashFwdSm90Geometry {
   }
 };
 
-// The 128-byte tensor-map object of the driver (CUtensorMap: 16 opaque 64-bit words, 64-byte
-// aligned), spelled without cuda.h so that device code under NVRTC and the dlopen-based host
-// runtime share it. Built on the host (cuTensorMapEncodeTiled), passed by value as a
-// __grid_constant__ kernel argument; the TMA unit reads it from the parameter space.
-struct alignas(64) TmaDescriptor {
-  u64 opaque[16];
-};
-static_assert(sizeof(TmaDescriptor) == 128, "CUtensorMap is 128 bytes");
-
 // Second kernel argument of every flash forward kernel (one signature for both families; the
 // sm80 family ignores it and gets zeros).
 struct FlashFwdTensorMaps {
@@ -241,17 +231,12 @@ struct FlashFwdTensorMaps {
   TmaDescriptor bias;  // keys that stage their bias (FlashFwdSm90Geometry::bias_staged); else zeros
 };
 
-// What the host encodes for one of q / k / v: a 4-D view (head_dim, rows, heads, batch) of the
-// user's tensor with its strides, and a box of {64 columns, tile rows}. Dense: rows are the
-// sequence (the TMA zero-fills past its end). Varlen: rows are the packed tokens and batch is
-// 1; rows past a sequence's end read the next sequence's (finite) values, which the mask turns
-// into P = 0 exactly, so they contribute nothing (kernel: tile_needs_mask, k < len_k).
-struct TmaTensorView {
-  const void* base;
-  u64 dims[4];     // elements: head_dim, rows, heads, batch
-  u64 strides[3];  // bytes between rows, heads, batches (multiples of 16, < 2^40)
-  u32 box[4];      // elements: 64, tile rows, 1, 1
-};
+// The host encodes q / k / v as TmaTensorViews (sm90/tma_desc.cuh, flash_fwd_tma_view): 4-D
+// (head_dim, rows, heads, batch) with the user's strides, boxes of {64 columns, tile rows}.
+// Dense: rows are the sequence (the TMA zero-fills past its end). Varlen: rows are the packed
+// tokens and batch is 1; rows past a sequence's end read the next sequence's (finite) values,
+// which the mask turns into P = 0 exactly, so they contribute nothing (kernel: tile_needs_mask,
+// k < len_k).
 
 // O is stored through its map (64-row boxes: one consumer warpgroup's rows); dense rows past
 // the sequence are outside the map and not written, varlen tails are stored without it. The

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ejk/core/error.h"
+#include "cuda/tma_map.h"
 #include "ejk/kernels/cuda/flash_fwd_traits.cuh"
 #include "engine/call.h"
 #include "ops/flash_attention/flash_op.h"
@@ -33,28 +34,12 @@ void require_chunked(const void* ptr, std::initializer_list<int64_t> strides, co
 // The q, k, v and out tensor maps of the sm90a family, and the bias's for a key that stages it
 // (flash_fwd_tma_view says what each covers).
 FlashFwdTensorMaps encode_tensor_maps(const FlashFwdParams& p, const FlashLaunchShape& shape) {
-  const cuda::CudaDriver& d = cuda::CudaDriver::get();
   const FlashFwdSm90Geometry g{shape.head_dim, shape.block_q, shape.block_k};
   FlashFwdTensorMaps maps{};
-  for (cuda::FlashTensor t : cuda::flash_fwd_tensors(p, shape.bias_chunks)) {
-    const cuda::TmaTensorView v = cuda::flash_fwd_tma_view(p, t, g);
-    const char* name = cuda::flash_tensor_name(t);
-    // The copy engine's limits, and the kernel's 32-bit row coordinates.
-    for (u64 st : v.strides)
-      if (st >= (u64(1) << 40))
-        throw InvalidArgument(fmt::format("flash_attention (CUDA sm90a): {} has a stride of 2^40 bytes or more, "
-                                          "beyond what TMA addresses", name));
-    if (v.dims[1] >= (u64(1) << 31) || v.dims[2] >= (u64(1) << 31) || v.dims[3] >= (u64(1) << 31))
-      throw InvalidArgument(fmt::format("flash_attention (CUDA sm90a): {} has 2^31 rows, heads or sequences or more", name));
-    uint64_t dims[4], strides[3];
-    for (int i = 0; i < 4; ++i) dims[i] = v.dims[i];
-    for (int i = 0; i < 3; ++i) strides[i] = v.strides[i];
-    const unsigned ones[4] = {1, 1, 1, 1};
-    d.check(d.cuTensorMapEncodeTiled(&cuda::tensor_map(maps, t), cuda::kTensorMapUint16, 4, const_cast<void*>(v.base),
-                                     dims, strides, v.box, ones, /*interleave=*/0, cuda::kTensorMapSwizzle128B,
-                                     cuda::kTensorMapL2Promotion256B, cuda::kTensorMapOobFillZero),
-            (std::string("encoding the TMA descriptor of ") + name).c_str());
-  }
+  for (cuda::FlashTensor t : cuda::flash_fwd_tensors(p, shape.bias_chunks))
+    cuda::tensor_map(maps, t) =
+        cuda::encode_tma_map(cuda::flash_fwd_tma_view(p, t, g), cuda::tma_format_16bit_sw128(),
+                             {"flash_attention", "CUDA sm90a", cuda::flash_tensor_name(t)});
   return maps;
 }
 
@@ -227,7 +212,7 @@ void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& sha
 engine::OpDef::Workspace FlashAttentionOp::cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const {
   const FlashKeyFacts& f = plan.facts_as<FlashPlanFacts>().cuda;
   Workspace w;
-  // The persistent sm90a blocks' work counter: two u32 (flash_fwd_sm90_schedule.cuh sm90_draw).
+  // The persistent sm90a blocks' work counter: two u32 (sm90/schedule.cuh, sm90::Drawn).
   if (f.wgmma) w.counter_bytes = 2 * sizeof(u32);
   if (b.has(bias)) w.scratch_bytes = bias_copy_bytes(params(b), launch_facts(f).bias_chunks);
   return w;

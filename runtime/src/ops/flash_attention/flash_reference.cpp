@@ -1,4 +1,4 @@
-// Float64 reference of the flash attention forward (see flash_reference.h).
+// Float64 reference of the flash attention forward (declared in flash_reference.h).
 // Deliberately plain: per (sequence, head) it converts the rows it needs to double, then for
 // every query computes all logits, their max, the denominator and the weighted sum of values.
 #include "ops/flash_attention/flash_reference.h"
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "ejk/kernels/common/attention_variant.h"
 #include "engine/elements.h"
 
 namespace ejk {
@@ -84,10 +85,10 @@ struct HeadProblem {
   std::vector<double> q, k, v;  // [sq, D], [sk, D], [sk, D]
 };
 
-// Logit of query row s (0-based in the sequence) and key kk, or -inf when not visible.
+// Logit of query row s (0-based in the sequence) and key kk, a key visible by position
+// (attend_row's span), or -inf when its segment hides it.
 double logit(const HeadProblem& hp, int64_t s, int64_t kk) {
   const FlashFwdParams& p = *hp.p;
-  if (!position_visible(s, kk, p.mask)) return kNegInf;
   if (p.q_segment_ids &&
       !segment_visible(p.q_segment_ids[hp.b * p.q_seg_stride_b + s],
                        p.kv_segment_ids[hp.b * p.kv_seg_stride_b + kk]))
@@ -108,9 +109,13 @@ double logit(const HeadProblem& hp, int64_t s, int64_t kk) {
 double attend_row(const HeadProblem& hp, int64_t s, std::vector<double>& logits, double* out_row) {
   const FlashFwdParams& p = *hp.p;
   const int64_t D = p.head_dim, sk = hp.span.sk;
+  // The keys the row sees by position: the kernels' tile classifier on a one-row block, which is
+  // exact for one row (attention_variant.h). The variant is the call's: p.mask as the runtime set it.
+  const PositionSpan keys =
+      block_visible_keys(variant_mask(p.mask.causal, true, p.mask), s, s, sk);
   double m = kNegInf;
   for (int64_t kk = 0; kk < sk; ++kk) {
-    logits[size_t(kk)] = logit(hp, s, kk);
+    logits[size_t(kk)] = kk >= keys.first && kk <= keys.last ? logit(hp, s, kk) : kNegInf;
     m = std::max(m, logits[size_t(kk)]);
   }
   const float* sinks = p.softmax_aux ? p.softmax_aux + hp.h * p.sinks_stride_h : nullptr;
