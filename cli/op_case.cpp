@@ -10,10 +10,12 @@ OpCase* flash_attention_case();
 OpCase* merge_attention_states_case();
 OpCase* mean_pooling_case();
 OpCase* mean_pooling_backward_case();
+OpCase* recurrent_attention_case(bool backward);
 
 const std::vector<OpCase*>& op_cases() {
   static const std::vector<OpCase*> cases = {flash_attention_case(), merge_attention_states_case(), mean_pooling_case(),
-                                             mean_pooling_backward_case()};
+                                             mean_pooling_backward_case(),
+                                             recurrent_attention_case(false), recurrent_attention_case(true)};
   return cases;
 }
 

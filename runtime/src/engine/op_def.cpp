@@ -17,7 +17,12 @@ namespace {
 
 }  // namespace
 
-OpDef::OpDef(std::string_view kernel_op) : schema_(&detail::op_schema(kernel_op)) {}
+OpDef::OpDef(std::string_view kernel_op) : schema_(&detail::op_schema(kernel_op)) {
+  // ArgPack and Bound hold fixed arrays: a larger spec would write past them.
+  if (schema_->tensors().size() > size_t(kMaxTensors) || schema_->scalars().size() > size_t(kMaxScalars))
+    throw std::logic_error(fmt::format("op {}: more tensors or scalars than the engine holds ({}, {})", name(),
+                                       kMaxTensors, kMaxScalars));
+}
 
 int OpDef::tensor(std::string_view name) const {
   const int i = schema_->tensor_index(name);

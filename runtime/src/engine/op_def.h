@@ -14,7 +14,7 @@
 
 namespace ejk::engine {
 
-constexpr int kMaxTensors = 16, kMaxScalars = 16, kMaxSymbols = 24, kMaxAxes = 24, kMaxProblem = 16;
+constexpr int kMaxTensors = 24, kMaxScalars = 16, kMaxSymbols = 24, kMaxAxes = 24, kMaxProblem = 16;
 
 class OpDef;
 

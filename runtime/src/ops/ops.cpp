@@ -3,6 +3,7 @@
 #include "ops/flash_attention/flash_op.h"
 #include "ops/merge_attention_states/merge_op.h"
 #include "ops/mean_pooling/mean_pooling_op.h"
+#include "ops/recurrent_attention/recurrent_op.h"
 
 namespace ejk::engine {
 
@@ -11,6 +12,7 @@ const std::vector<const OpDef*>& all_ops() {
       &ops::flash_attention_op(),
       &ops::merge_attention_states_op(),
       &ops::mean_pooling_op(), &ops::mean_pooling_backward_op(),
+      &ops::recurrent_attention_op(), &ops::recurrent_attention_backward_op(),
   };
   return ops;
 }
