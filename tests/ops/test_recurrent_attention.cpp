@@ -8,6 +8,7 @@
 
 #include <functional>
 
+#include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "recurrent_problem.h"
 
@@ -99,6 +100,7 @@ Device gpu() { return {DeviceKind::cuda, 0}; }
 }  // namespace
 
 TEST_CASE("recurrent attention on the CPU: every gate combination, f32", "[recurrent][cpu]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these sizes are not built in");
   uint64_t seed = 1;
   for (const Problem& p : gate_problems(DType::f32)) {
     check_problem(p, false, Device{}, seed++);
@@ -107,6 +109,7 @@ TEST_CASE("recurrent attention on the CPU: every gate combination, f32", "[recur
 }
 
 TEST_CASE("recurrent attention on the CPU: bf16 and f16, placements, varlen, long sequences", "[recurrent][cpu]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these sizes are not built in");
   uint64_t seed = 100;
   for (const Problem& p : placement_problems()) {
     check_problem(p, false, Device{}, seed++);
@@ -125,6 +128,7 @@ TEST_CASE("recurrent attention on the CPU: pre-built sizes K = V = 64", "[recurr
 }
 
 TEST_CASE("recurrent attention: a zero-length sequence passes its state through", "[recurrent][cpu]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these sizes are not built in");
   Problem p;
   p.varlen = true, p.b = 3, p.t = 6, p.cu = {0, 6, 6, 6}, p.init = true, p.dht = true, p.gates = kGk;
   Call c = make_call(p, false, 3);
@@ -135,6 +139,10 @@ TEST_CASE("recurrent attention: a zero-length sequence passes its state through"
   for (int64_t e = per; e < 3 * per; ++e) CHECK(st[size_t(e)] == double(static_cast<const float*>(h0->data)[e]));
   check_problem(p, false, Device{}, 3);
   check_problem(p, true, Device{}, 4);
+  Problem empty;  // dense, no tokens at all: final_state is initial_state, d_initial_state d_final_state
+  empty.t = 0, empty.init = true, empty.dht = true, empty.gates = kGv;
+  check_problem(empty, false, Device{}, 5);
+  check_problem(empty, true, Device{}, 6);
 }
 
 // The reference's gradients against central differences of its forward, in float64 on f32

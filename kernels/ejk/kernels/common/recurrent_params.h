@@ -56,6 +56,13 @@ EJK_HD constexpr i64 recurrent_cpu_lane_floats(i64 k, i64 v, i64 chunks_cap, i64
   return (2 + chunks_cap + chunk) * k * recurrent_cpu_row(v);
 }
 
+// CUDA: threads per block (8 warps), and the state columns a block covers (a lane each).
+constexpr int kRecurrentThreads = 256, kRecurrentWarps = 8, kRecurrentTile = 32;
+// CUDA backward: floats of one block's workspace (the checkpoints, then a chunk's states).
+EJK_HD constexpr i64 recurrent_cuda_block_floats(i64 k, i64 chunks_cap, i64 chunk) {
+  return (chunks_cap + chunk) * k * kRecurrentTile;
+}
+
 // Tokens [begin, end) of sequence s in the packed token range. A varlen span is clamped into
 // [0, total]: a malformed cu_seqlens on the device (the host never reads it) then gives wrong
 // results but never a read or write outside the tensors.
