@@ -230,6 +230,14 @@ TEST_CASE("bad recurrent attention input names the argument", "[recurrent][error
   a.set("softmax_scale", std::numeric_limits<double>::infinity());
   CHECK_THAT(error_of([&] { run("recurrent_attention", a); }), ContainsSubstring("softmax_scale: must be finite"));
 
+  Problem zp;  // no gates, no states: only q and k carry K
+  zp.state = false;
+  const Tensor empty_k = Tensor::empty({zp.b, zp.t, zp.h, 0}, DType::f32);
+  const Call zc = make_call(zp, false, 8);
+  Args zero = zc.all(false);
+  zero.set("q", empty_k.view()).set("k", empty_k.view());
+  CHECK_THAT(error_of([&] { run("recurrent_attention", zero); }), ContainsSubstring("q: its last dim (K) must be at least 1"));
+
   Problem vp;
   vp.varlen = true, vp.b = 2, vp.t = 8, vp.cu = {0, 3, 7};  // does not end at the packed length
   const Call vc = make_call(vp, false, 6);

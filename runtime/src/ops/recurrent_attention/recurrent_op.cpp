@@ -49,8 +49,8 @@ void RecurrentOp::check(const engine::Bound& b) const {
     throw InvalidArgument(fmt::format("{}: softmax_scale: must be finite, got {}", name(), as_double(s)));
   for (int sym : {sym_K, sym_V})
     if (b.size(sym) < 1)
-      throw InvalidArgument(fmt::format("{}: {}: dim 3 ({}) must be at least 1, got 0", name(), sym == sym_K ? "q" : "v",
-                                        sym == sym_K ? "K" : "V"));
+      throw InvalidArgument(fmt::format("{}: {}: its last dim ({}) must be at least 1, got 0", name(),
+                                        sym == sym_K ? "q" : "v", sym == sym_K ? "K" : "V"));
   const bool varlen = b.mode >= 0;
   if (varlen && b.size(sym_T) > INT32_MAX)
     throw InvalidArgument(fmt::format("{}: q: {} packed tokens do not fit cu_seqlens' i32 entries", name(), b.size(sym_T)));
