@@ -6,10 +6,13 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <fmt/ranges.h>
+
 #include <functional>
 
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
+#include "op_case.h"
 #include "recurrent_problem.h"
 
 using namespace ejk;
@@ -261,6 +264,60 @@ TEST_CASE("recurrent attention output specs follow the inputs", "[recurrent][api
     if (s.name == "d_initial_state") CHECK((s.shape == Dims{3, p.h, p.k, p.v} && s.dtype == DType::f32));
   }
   CHECK(specs.size() == 7);
+}
+
+// The CLI cases' problems as `ejk run OP ... --check` makes them: parsed options, random
+// inputs, every output the spec lists, against the reference.
+TEST_CASE("the CLI cases of recurrent attention make problems that check", "[recurrent][cli]") {
+  const std::vector<std::vector<std::string>> option_sets = {
+      {"--k", "64", "--v", "64", "--t", "20"},  // pre-built: g_gamma and gk (the case's default gates) run by JIT
+      {"--k", "8", "--v", "24", "--t", "30", "--gates", "g,gv", "--init", "--reverse", "--varlen", "--b", "4"},
+      {"--k", "4", "--v", "4", "--t", "5", "--gates", "none", "--b", "1"}};
+  for (bool backward : {false, true}) {
+    cli::OpCase* oc = nullptr;
+    for (cli::OpCase* c : cli::op_cases()) if (std::string(c->op()) == op_name(backward)) oc = c;
+    REQUIRE(oc != nullptr);
+    for (std::vector<std::string> opts : option_sets) {
+      if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): the cases' gates are not built in");
+      if (backward) opts.push_back("--dht");
+      CLI::App app;
+      oc->add_options(app);
+      std::reverse(opts.begin(), opts.end());
+      app.parse(opts);
+      cli::HostCase hc;
+      hc.op = oc->op();
+      std::mt19937_64 rng(17);
+      for (const cli::InputSpec& in : oc->inputs(DType::f32)) {
+        Tensor t = Tensor::empty(in.shape, in.dtype);
+        oc->fill(in.name, t, rng);
+        hc.inputs.emplace_back(in.name, std::move(t));
+      }
+      oc->scalars(hc);
+      Args args = hc.args();
+      std::vector<std::pair<std::string, Tensor>> outs;
+      for (const OutputSpec& o : output_specs(oc->op(), args)) outs.emplace_back(o.name, Tensor::empty(o.shape, o.dtype));
+      for (auto& [name, t] : outs) {
+        std::memset(t.data(), 0xff, t.nbytes());
+        args.set(name, t.view());
+      }
+      run(oc->op(), args);
+      const auto ref = reference(oc->op(), hc.args());
+      for (const auto& [name, t] : outs) {
+        const auto r = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& x) { return x.name == name; });
+        REQUIRE(r != ref.end());
+        double num = 0, den = 0;
+        bool finite = true;
+        for (size_t i = 0; i < r->values.size(); ++i) {
+          const double got = t.data_as<float>()[i];
+          finite = finite && std::isfinite(got);
+          num += (got - r->values[i]) * (got - r->values[i]), den += r->values[i] * r->values[i];
+        }
+        INFO(fmt::format("{} {}: {}: rel_l2 {:.3e}", oc->op(), fmt::join(opts, " "), name, std::sqrt(num / den)));
+        CHECK(finite);
+        CHECK(std::sqrt(num / den) <= 1e-5);
+      }
+    }
+  }
 }
 
 TEST_CASE("recurrent attention on CUDA matches the float64 reference", "[recurrent][cuda][gpu]") {
