@@ -1,0 +1,64 @@
+// The CUDA launch plan of recurrent attention (kernels/ejk/kernels/cuda/recurrent.cuh): one
+// block per (sequence, head, tile of 32 state columns); the backward's checkpoints and chunk
+// states per block, and its partial row sums per tile, in the stream's scratch. Built with CUDA
+// only.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ejk/core/error.h"
+#include "engine/call.h"
+#include "engine/cuda_exec.h"
+#include "ops/recurrent_attention/recurrent_op.h"
+
+namespace ejk::ops {
+namespace {
+
+struct RecurrentLaunch {
+  RecurrentParams p;
+  int64_t blocks = 0;
+  size_t work_bytes = 0, partial_bytes = 0;
+};
+
+// The device's cu_seqlens is never read back: the longest sequence is at most the packed total.
+RecurrentLaunch plan_launch(const RecurrentOp& op, const engine::Bound& b) {
+  RecurrentLaunch l{op.params(b)};
+  RecurrentParams& p = l.p;
+  p.v_tile = kRecurrentTile, p.v_tiles = ceil_div<int64_t>(p.dv_, p.v_tile);
+  l.blocks = p.sequences * p.heads * p.v_tiles;
+  if (!op.backward) return l;
+  const int64_t longest = p.cu_seqlens ? p.total : p.seqlen;
+  p.chunk = recurrent_chunk(longest);
+  p.chunks_cap = ceil_div<int64_t>(longest, p.chunk);
+  l.work_bytes = size_t(l.blocks * recurrent_cuda_block_floats(p.dk_, p.chunks_cap, p.chunk)) * sizeof(float);
+  l.partial_bytes = size_t(p.v_tiles * p.total * p.heads * 3 * p.dk_) * sizeof(float);
+  return l;
+}
+
+}  // namespace
+
+engine::OpDef::Workspace RecurrentOp::cuda_workspace(const engine::Bound& b, const engine::PlanData&) const {
+  const RecurrentLaunch l = plan_launch(*this, b);
+  return {l.work_bytes + l.partial_bytes, 0};
+}
+
+void RecurrentOp::cuda_launch(const engine::Bound& b, const engine::PlanData&, engine::CudaLaunchContext& lc) const {
+  RecurrentLaunch l = plan_launch(*this, b);
+  if (l.blocks == 0) return;
+  if (l.blocks > INT32_MAX)
+    throw InvalidArgument(fmt::format("{}: {} (sequence, head, column tile) blocks exceed the grid", name(), l.blocks));
+  void* args[] = {&l.p};  // copied at each launch
+  if (!backward) {
+    lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kRecurrentThreads, 0, args);
+    return;
+  }
+  l.p.work = static_cast<float*>(lc.scratch());
+  l.p.partial = l.p.work + l.work_bytes / sizeof(float);
+  lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kRecurrentThreads, 0, args);
+  const int64_t rows = l.p.total * l.p.heads * l.p.dk_;  // phase 1: a thread per (token, head, row)
+  if (rows == 0) return;
+  l.p.phase = 1;
+  lc.launch(0, engine::Grid{unsigned(ceil_div<int64_t>(rows, kRecurrentThreads)), 1, 1}, kRecurrentThreads, 0, args);
+}
+
+}  // namespace ejk::ops
