@@ -42,7 +42,7 @@ struct RecurrentParams {
   i64 v_tile, v_tiles;  // columns of state per task or block, and how many tiles cover V
   i64 chunk;            // backward: tokens between checkpoints (C)
   i64 lanes;            // CPU backward: tasks; task w takes units w, w + lanes, ...
-  i64 chunks_cap;       // backward: checkpoints a unit may need (ceil(longest / C))
+  i64 chunks_cap;       // CPU backward: checkpoints a unit may need (ceil(longest / C))
   float* work;          // backward workspace (CPU: per lane; CUDA: per block), f32
   float* partial;       // CUDA backward: [v_tiles][total][H][3][K] f32 partial sums
   i32 phase;            // CUDA backward: 0 the sweep, 1 the sum over column tiles
@@ -58,9 +58,14 @@ EJK_HD constexpr i64 recurrent_cpu_lane_floats(i64 k, i64 v, i64 chunks_cap, i64
 
 // CUDA: threads per block (8 warps), and the state columns a block covers (a lane each).
 constexpr int kRecurrentThreads = 256, kRecurrentWarps = 8, kRecurrentTile = 32;
-// CUDA backward: floats of one block's workspace (the checkpoints, then a chunk's states).
-EJK_HD constexpr i64 recurrent_cuda_block_floats(i64 k, i64 chunks_cap, i64 chunk) {
-  return (chunks_cap + chunk) * k * kRecurrentTile;
+// CUDA backward workspace, in [K][32] f32 state tiles: first the checkpoints of every
+// (head, column tile), then C chunk states per block. Checkpoints are placed by token
+// position, so their room does not depend on how the tokens split into sequences: sequence s
+// keeps its c-th checkpoint at slot begin_s / C + s + c of its (head, tile), and these ranges
+// never meet, as a sequence of len tokens has at most len / C + 1 checkpoints.
+EJK_HD constexpr i64 recurrent_cuda_slots(i64 total, i64 sequences, i64 chunk) { return total / chunk + sequences + 1; }
+EJK_HD constexpr i64 recurrent_cuda_work_tiles(i64 total, i64 sequences, i64 heads, i64 v_tiles, i64 chunk) {
+  return heads * v_tiles * recurrent_cuda_slots(total, sequences, chunk) + sequences * heads * v_tiles * chunk;
 }
 
 // Tokens [begin, end) of sequence s in the packed token range. A varlen span is clamped into

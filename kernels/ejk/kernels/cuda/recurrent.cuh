@@ -147,10 +147,17 @@ __device__ __forceinline__ float* recurrent_partial(const RecurrentParams& p, i6
   return p.partial + ((tile * p.total + i) * p.heads + h) * 3 * p.dk_;
 }
 
-// The block's states: checkpoint c, or state m of the current chunk; [K][32] each.
-template <class Cfg> __device__ __forceinline__ float* recurrent_slot(const RecurrentParams& p, i64 slot) {
-  return p.work + (i64)blockIdx.x * recurrent_cuda_block_floats(Cfg::kK, p.chunks_cap, p.chunk) +
-         slot * Cfg::kK * kRecurrentTile;
+// Checkpoint c of the block's unit, and state m of its current chunk: [K][32] tiles each
+// (common/recurrent_params.h: recurrent_cuda_work_tiles).
+template <class Cfg>
+__device__ __forceinline__ float* recurrent_checkpoint(const RecurrentParams& p, const RecurrentUnit& u, i64 c) {
+  const i64 slots = recurrent_cuda_slots(p.total, p.sequences, p.chunk);
+  const i64 slot = (u.h * p.v_tiles + u.c0 / kRecurrentTile) * slots + u.sp.begin / p.chunk + u.s + c;
+  return p.work + slot * Cfg::kK * kRecurrentTile;
+}
+template <class Cfg> __device__ __forceinline__ float* recurrent_chunk_state(const RecurrentParams& p, i64 m) {
+  const i64 first = p.heads * p.v_tiles * recurrent_cuda_slots(p.total, p.sequences, p.chunk);
+  return p.work + (first + (i64)blockIdx.x * p.chunk + m) * Cfg::kK * kRecurrentTile;
 }
 
 template <class Cfg>
@@ -208,7 +215,7 @@ template <class Cfg> __device__ void recurrent_bwd_sweep(const RecurrentParams& 
   float S[kRecurrentRows<Cfg>];
   recurrent_load_state<Cfg>(S, p, p.h0, u);
   for (i64 n = 0; n < len; ++n) {
-    if (n % p.chunk == 0) recurrent_put<Cfg>(recurrent_slot<Cfg>(p, n / p.chunk), S);
+    if (n % p.chunk == 0) recurrent_put<Cfg>(recurrent_checkpoint<Cfg>(p, u, n / p.chunk), S);
     recurrent_stage<Cfg>(p, sm, u.s, recurrent_token(u.sp, n, Cfg::kReverse), u.h, u.c0, u.ncols, false);
     __syncthreads();
     recurrent_step<Cfg>(S, sm);
@@ -218,13 +225,13 @@ template <class Cfg> __device__ void recurrent_bwd_sweep(const RecurrentParams& 
   recurrent_load_state<Cfg>(D, p, p.dht, u);
   for (i64 c = chunks - 1; c >= 0; --c) {
     const i64 n0 = c * p.chunk, n1 = min_of(len, n0 + p.chunk);
-    float* start = recurrent_slot<Cfg>(p, c);
+    float* start = recurrent_checkpoint<Cfg>(p, u, c);
     recurrent_get<Cfg>(S, start);
     for (i64 n = n0; n < n1; ++n) {
       recurrent_stage<Cfg>(p, sm, u.s, recurrent_token(u.sp, n, Cfg::kReverse), u.h, u.c0, u.ncols, false);
       __syncthreads();
       recurrent_step<Cfg>(S, sm);
-      recurrent_put<Cfg>(recurrent_slot<Cfg>(p, p.chunks_cap + (n - n0)), S);
+      recurrent_put<Cfg>(recurrent_chunk_state<Cfg>(p, n - n0), S);
       __syncthreads();
     }
     // Each thread reads back only the entries it wrote itself: no barrier needed for them.
@@ -232,8 +239,8 @@ template <class Cfg> __device__ void recurrent_bwd_sweep(const RecurrentParams& 
       const i64 i = recurrent_token(u.sp, n, Cfg::kReverse);
       recurrent_stage<Cfg>(p, sm, u.s, i, u.h, u.c0, u.ncols, true);
       __syncthreads();
-      const float* before = n == n0 ? start : recurrent_slot<Cfg>(p, p.chunks_cap + (n - n0 - 1));
-      recurrent_bwd_token<Cfg>(p, sm, u, i, D, recurrent_slot<Cfg>(p, p.chunks_cap + (n - n0)), before);
+      const float* before = n == n0 ? start : recurrent_chunk_state<Cfg>(p, n - n0 - 1);
+      recurrent_bwd_token<Cfg>(p, sm, u, i, D, recurrent_chunk_state<Cfg>(p, n - n0), before);
       __syncthreads();
     }
   }

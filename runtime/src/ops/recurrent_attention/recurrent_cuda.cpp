@@ -20,17 +20,18 @@ struct RecurrentLaunch {
   size_t work_bytes = 0, partial_bytes = 0;
 };
 
-// The device's cu_seqlens is never read back: the longest sequence is at most the packed total.
+// The device's cu_seqlens is never read back: the workspace depends on the packed total only.
 RecurrentLaunch plan_launch(const RecurrentOp& op, const engine::Bound& b) {
   RecurrentLaunch l{op.params(b)};
   RecurrentParams& p = l.p;
   p.v_tile = kRecurrentTile, p.v_tiles = ceil_div<int64_t>(p.dv_, p.v_tile);
   l.blocks = p.sequences * p.heads * p.v_tiles;
   if (!op.backward) return l;
-  const int64_t longest = p.cu_seqlens ? p.total : p.seqlen;
-  p.chunk = recurrent_chunk(longest);
-  p.chunks_cap = ceil_div<int64_t>(longest, p.chunk);
-  l.work_bytes = size_t(l.blocks * recurrent_cuda_block_floats(p.dk_, p.chunks_cap, p.chunk)) * sizeof(float);
+  // Checkpoints cost total / C tiles per (head, column tile), chunk states C per block: C near
+  // the square root of the mean sequence length balances them.
+  p.chunk = recurrent_chunk(ceil_div<int64_t>(p.total, std::max<int64_t>(p.sequences, 1)));
+  l.work_bytes = size_t(recurrent_cuda_work_tiles(p.total, p.sequences, p.heads, p.v_tiles, p.chunk) * p.dk_ *
+                        kRecurrentTile) * sizeof(float);
   l.partial_bytes = size_t(p.v_tiles * p.total * p.heads * 3 * p.dk_) * sizeof(float);
   return l;
 }
