@@ -3,10 +3,11 @@ libejk's C ABI), scalars checked against the spec's types, and the per-op wrappe
 ``ejk/ops/`` bound to a framework (``ejk.jax``, ``ejk.torch``).
 
 A per-op module ``ejk/ops/<name>.py`` holds what the spec cannot say: the seed's signature
-(functions listed in ``WRAPPERS``, taking the framework first), and optionally
-``GRADIENTS`` (op name -> backward in terms of other ops) and ``VMAP`` (op name -> a batching
-rule for JAX). Everything else (the FFI call, the torch schema, fake kernels, checks, errors
-naming arguments) is the framework's, the same for every op.
+(functions listed in ``WRAPPERS``, taking the framework first), and optionally ``GRADIENTS``
+(op name -> backward in terms of other ops), ``VMAP`` (op name -> a batching rule for JAX) and
+``DOCS`` (framework name -> the docstring's placeholders). Everything else (the FFI call, the
+torch schema, fake kernels, checks, errors naming arguments) is the framework's, the same for
+every op.
 """
 import functools
 import importlib
@@ -221,10 +222,13 @@ def bind(fn, fw, doc_parts=None):
 
 
 def bind_all(fw, namespace, doc_parts=None):
-    """Binds every wrapper of ejk/ops/ into `namespace` (a module's globals); returns their names."""
+    """Binds every wrapper of ejk/ops/ into `namespace` (a module's globals); returns their names.
+    A docstring's placeholders are filled from `doc_parts` (the framework's, for every op) and
+    the module's DOCS[fw.name]."""
     names = []
     for module in op_modules():
+        parts = {**(doc_parts or {}), **getattr(module, "DOCS", {}).get(fw.name, {})}
         for fn in getattr(module, "WRAPPERS", ()):
-            namespace[fn.__name__] = bind(fn, fw, (doc_parts or {}).get(fn.__name__))
+            namespace[fn.__name__] = bind(fn, fw, parts)
             names.append(fn.__name__)
     return sorted(names)

@@ -111,7 +111,8 @@ def _op(op, names, scalars):
 class _Jax:
     """What the wrappers of ejk/ops/ call: the framework side of the kit."""
     module = __name__
-    shards = True  # flash_attention takes mesh, in_specs and out_specs
+    name = "jax"
+    shards = True  # wrappers may take mesh, in_specs and out_specs (shard_map)
     refuse = staticmethod(_kit.refuse)
 
     @staticmethod
@@ -153,19 +154,4 @@ class _Jax:
 
 _FW = _Jax()
 
-_SHARDING = """\
-      platform ("auto" or None), cfg: None only.
-      mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
-        device running the kernel on its local shard; given fewer, unsharded (as in
-        ejkernel.modules). in_specs: a PartitionSpec for each of query, key, value,
-        attention_mask, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids,
-        kv_segment_ids, in this order (ejkernel.modules' order, not the positional one); None
-        means replicated, or not given. out_specs: query's spec (out has its shape); with
-        return_lse, lse's follows ([B, Hq, Sq] as [B, Sq, Hq, D]), or pass the pair. Sharding
-        batch or heads is exact (shard k, v, bias, segment ids and [Hq, S] sinks alike).
-        Sharding a sequence axis is not, and nothing guards against it (nor in
-        ejkernel.modules): a query sees only its shard's keys, and causal and sliding_window
-        count positions within the shard. A mesh with explicit axes (jax.make_mesh's default)
-        needs the operands sharded as in_specs say already, as shard_map does."""
-
-__all__ = _kit.bind_all(_FW, globals(), {"flash_attention": {"sharding": _SHARDING}})
+__all__ = _kit.bind_all(_FW, globals())

@@ -170,6 +170,7 @@ def _register():
 class _Torch:
     """What the wrappers of ejk/ops/ call: the framework side of the kit."""
     module = __name__
+    name = "torch"
     shards = False  # mesh, in_specs and out_specs are refused
     refuse = staticmethod(_kit.refuse)
 
@@ -237,9 +238,6 @@ _TABLES = {op: (tuple(p.name for p in s.inputs), tuple((p.name, p.type) for p in
 _FW = _Torch()
 _register()
 
-_NO_GRADIENT = " No gradient: a backward through it raises NotImplementedError."
-__all__ = _kit.bind_all(_FW, globals(), {
-    "flash_attention": {"on": ", on torch tensors", "devices": ", on one device (CPU or CUDA)",
-                        "sharding": '      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.',
-                        "no_gradient": _NO_GRADIENT},
-    "merge_attention_states": {"no_gradient": _NO_GRADIENT}})
+# Every wrapper's docstring may say where its op has no gradient.
+__all__ = _kit.bind_all(_FW, globals(),
+                        {"no_gradient": " No gradient: a backward through it raises NotImplementedError."})

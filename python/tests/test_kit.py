@@ -47,3 +47,26 @@ def test_an_unknown_argument_name_is_a_type_error():
     import pytest
     with pytest.raises(TypeError, match="mean_pooling: no argument 'y'"):
         ejk.jax._FW.call("mean_pooling", x=jnp.zeros((1, 2, 8)), y=1)
+
+
+def test_the_shared_files_name_no_op():
+    """Adding an op touches ejk/ops/ only: python/src and the shared modules' code (docstrings
+    aside, which show examples) name none."""
+    import ast
+    import pathlib
+    root = pathlib.Path(ejk.jax.__file__).resolve().parent
+    names = _kit.op_names()
+    for path in sorted((root.parent / "src").iterdir()):
+        text = path.read_text()
+        assert not [op for op in names if op in text], path
+    for path in sorted(root.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        code = [n for n in ast.walk(tree) if isinstance(n, (ast.Constant, ast.Name, ast.Attribute, ast.arg))
+                and id(n) not in docstrings]
+        words = {getattr(n, "value", None) or getattr(n, "id", None) or getattr(n, "attr", None) or
+                 getattr(n, "arg", None) for n in code}
+        found = [op for op in names for w in words if isinstance(w, str) and op in w]
+        assert not found, (path, found)

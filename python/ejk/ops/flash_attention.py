@@ -65,6 +65,26 @@ def flash_attention(fw, query, key, value, attention_mask=None, bias=None, q_seg
 
 WRAPPERS = (flash_attention,)
 
+_JAX_SHARDING = """\
+      platform ("auto" or None), cfg: None only.
+      mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
+        device running the kernel on its local shard; given fewer, unsharded (as in
+        ejkernel.modules). in_specs: a PartitionSpec for each of query, key, value,
+        attention_mask, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids,
+        kv_segment_ids, in this order (ejkernel.modules' order, not the positional one); None
+        means replicated, or not given. out_specs: query's spec (out has its shape); with
+        return_lse, lse's follows ([B, Hq, Sq] as [B, Sq, Hq, D]), or pass the pair. Sharding
+        batch or heads is exact (shard k, v, bias, segment ids and [Hq, S] sinks alike).
+        Sharding a sequence axis is not, and nothing guards against it (nor in
+        ejkernel.modules): a query sees only its shard's keys, and causal and sliding_window
+        count positions within the shard. A mesh with explicit axes (jax.make_mesh's default)
+        needs the operands sharded as in_specs say already, as shard_map does."""
+
+# The framework's parts of the docstring.
+DOCS = {"jax": {"sharding": _JAX_SHARDING},
+        "torch": {"on": ", on torch tensors", "devices": ", on one device (CPU or CUDA)",
+                  "sharding": '      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.'}}
+
 
 def _vmap(op, size, names, in_batched, operands):
     """Folds the mapped axis into B; packed varlen and per-example sinks map one at a time."""
