@@ -484,38 +484,55 @@ __device__ __forceinline__ void sm90_consume_item(const FlashFwdParams& p,
   if (item.tiles > 0) probe.commit(item.tiles);
 }
 
-// Consumer warpgroups: every work item of the block, in the producer's order.
+// The consumers' hooks (sm90::consume_items): an item decoded and computed, and the block's end.
+template <class C> struct Sm90Consumer {
+  const FlashFwdParams& p;
+  const FlashFwdTensorMaps& maps;
+  const Sm90Smem<C>& sm;
+  unsigned char* smem;
+  Sm90Cursor cur;
+  int cwg;
+
+  __device__ __forceinline__ void compute(const Sm90Block& blk) {
+    sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
+  }
+  // Items the consumers decode themselves (without records; never a drawn order).
+  __device__ __forceinline__ void compute(i64 item) {
+    Sm90Block blk;
+    if (sm90_block<C>(p, item, blk)) compute(blk);
+  }
+  // Warpgroup 0 takes the last warpgroup's last hand-over of the turn; shared memory must outlive
+  // the O stores' reads of it, while their global writes complete on their own (waiting for
+  // those too was measurably slower at head_dim 256).
+  __device__ __forceinline__ void finish() {
+    if (C::kPingPong && cwg == 0) named_bar_sync(1, 256);
+    if ((threadIdx.x & 127) == 0) bulk_wait_read<0>();
+  }
+};
+
+// Consumer warpgroups: every work item of the block, in the producer's order: from its records,
+// or decoded from the block's static schedule.
 template <class C>
 __device__ __forceinline__ void sm90_consume(const FlashFwdParams& p,
                                              const FlashFwdTensorMaps& maps, const Sm90Smem<C>& sm,
                                              unsigned char* smem) {
   const int cwg = (threadIdx.x - 128) / 128;
-  // The last warpgroup opens the first turn for warpgroup 0; warpgroup 0 takes the last
-  // warpgroup's last hand-over at the end, so every arrival meets a sync.
+  // The last warpgroup opens the first turn for warpgroup 0 (which closes it in finish), so
+  // every arrival meets a sync.
   if (C::kPingPong && cwg == C::kConsumers - 1) named_bar_arrive(1, 256);
-  Sm90Cursor cur;
+  Sm90Consumer<C> consumer{p, maps, sm, smem, Sm90Cursor{}, cwg};
   if constexpr (C::kItemRecord) {
-    for (;; ++cur.records) {
-      const Sm90ItemRecord rec = sm90_read_record<C>(sm, cur.records & 1);
+    for (;; ++consumer.cur.records) {
+      const Sm90ItemRecord rec = sm90_read_record<C>(sm, consumer.cur.records & 1);
       if (rec.z == kSm90EndOfWork) break;
       Sm90Block blk;
       sm90_block_from<C>(p, rec, blk);  // true: the producer passes only items of a sequence
-      sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
+      consumer.compute(blk);
     }
+    consumer.finish();
   } else {
-    // Without records the consumers decode the order themselves (never a drawn one).
-    const auto schedule = sm90_static_schedule<C>(sm90_total_items<C>(p));
-    for (int n = 0;; ++n) {
-      const i64 item = schedule.next(n);
-      if (item < 0) break;
-      Sm90Block blk;
-      if (sm90_block<C>(p, item, blk)) sm90_consume_item<C>(p, maps, sm, blk, cur, smem);
-    }
+    sm90::consume_items(sm90_static_schedule<C>(sm90_total_items<C>(p)), consumer);
   }
-  if (C::kPingPong && cwg == 0) named_bar_sync(1, 256);
-  // Shared memory must outlive the O stores' reads of it; their global writes complete on
-  // their own (waiting for those too was measurably slower at head_dim 256).
-  if ((threadIdx.x & 127) == 0) bulk_wait_read<0>();
 }
 
 // The kernel's roles for sm90::run_warp_specialized: the barriers, the producer, the consumers.
