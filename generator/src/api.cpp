@@ -75,6 +75,48 @@ std::string c_comment(std::string_view text, const std::string& indent) {
   return body.empty() ? "" : indent + "/*\n" + body + indent + " */\n";
 }
 
+// Code lines past 100 columns broken after a comma outside strings and template brackets, the
+// rest indented by 4 more than the line: generated headers are read by people.
+std::string wrap_line(const std::string& line) {
+  const size_t lead = line.find_first_not_of(' ');
+  if (line.size() <= 100 || lead == std::string::npos || line.compare(lead, 2, "//") == 0 ||
+      line.compare(lead, 1, "*") == 0 || line.compare(lead, 2, "/*") == 0)
+    return line + "\n";
+  std::string out, cur;
+  const std::string indent(lead + 4, ' ');
+  bool quoted = false;
+  int angle = 0;
+  size_t last_break = std::string::npos;  // in cur: just after a breakable ", "
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    cur += c;
+    if (c == '"' && (i == 0 || line[i - 1] != '\\')) quoted = !quoted;
+    if (!quoted && c == '<') ++angle;
+    if (!quoted && c == '>' && angle > 0) --angle;
+    if (!quoted && angle == 0 && c == ',' && i + 1 < line.size() && line[i + 1] == ' ') last_break = cur.size();
+    if (cur.size() > 100 && last_break != std::string::npos) {
+      out += cur.substr(0, last_break) + "\n";
+      std::string rest = cur.substr(last_break);
+      rest.erase(0, rest.find_first_not_of(' '));
+      cur = indent + rest;
+      last_break = std::string::npos;
+    }
+  }
+  return out + cur + "\n";
+}
+
+std::string wrap_lines(const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    out += wrap_line(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string cpp_scalar_type(const ScalarArgDef& d) {
   switch (d.type) {
     case ScalarType::f32: return "float";
@@ -229,7 +271,7 @@ std::string render_cpp_header(const OpSchema& s, const std::string& spec_name) {
   o += "};\n";
   o += fmt::format("EJK_API {} {}_reference({});\n\n", n.reference, n.api, in_params(s, n, true));
   o += "}  // namespace ejk\n";
-  return o;
+  return wrap_lines(o);
 }
 
 std::string render_c_header(const OpSchema& s, const std::string& spec_name) {
@@ -265,7 +307,7 @@ std::string render_c_header(const OpSchema& s, const std::string& spec_name) {
   if (has_options(s)) o += fmt::format(", const {}* opt", n.c_options);
   for (int t : tensors_where(s, true)) o += fmt::format(", const ejk_tensor* {}", s.tensors()[t].name);
   o += ");\n\n#ifdef __cplusplus\n}\n#endif\n#endif\n";
-  return o;
+  return wrap_lines(o);
 }
 
 namespace {
@@ -292,7 +334,8 @@ void impl_pack(const OpSchema& s, const Names& n, std::string& o) {
   for (size_t i = 0; i < s.scalars().size(); ++i) {
     const ScalarArgDef& d = s.scalars()[i];
     if (d.default_is_absent())
-      o += fmt::format("  if (opt.{0}) a.scalars[{1}] = {2};\n", d.name, i, to_scalar(d, "(*opt." + d.name + ")"));
+      o += fmt::format("  if (opt.{0}) a.scalars[{1}] = {2};\n", d.name, i,
+                       to_scalar(d, d.type == ScalarType::i64x2 ? "(*opt." + d.name + ")" : "*opt." + d.name));
     else
       o += fmt::format("  a.scalars[{}] = {};\n", i, to_scalar(d, "opt." + d.name));
   }
@@ -425,7 +468,7 @@ std::string render_api_impl(const OpSchema& s, const std::string& spec_name) {
   o += "}  // namespace ejk\n\nusing namespace ejk;\n\n";
   if (has_options(s)) impl_c_options(s, n, o);
   impl_c_function(s, n, o);
-  return o;
+  return wrap_lines(o);
 }
 
 std::string render_c_list(const std::vector<SpecFile>& specs) {

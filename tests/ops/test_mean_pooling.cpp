@@ -384,6 +384,24 @@ TEST_CASE("the C functions of mean pooling", "[mean_pooling][c_api]") {
   const ejk_tensor bad_cu = desc(cu, EJK_I64);
   CHECK(ejk_mean_pooling(nullptr, &xd, &bad_cu, &od) == EJK_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("cu_seqlens"));
+  // The backward's generated options: num_tokens only where has_num_tokens says so, and a
+  // field this library does not know is refused.
+  ejk_mean_pooling_backward_options o;
+  ejk_mean_pooling_backward_options_init(&o);
+  o.num_tokens = 5;  // not given: dx's 7 tokens stand
+  CHECK(ejk_mean_pooling_backward(nullptr, &od, &cd, &o, &dd) == EJK_OK);
+  o.has_num_tokens = 1;
+  CHECK(ejk_mean_pooling_backward(nullptr, &od, &cd, &o, &dd) == EJK_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("dx: dim 0 (T) must be 5"));
+  struct Newer {
+    ejk_mean_pooling_backward_options known;
+    int64_t future_field;
+  } newer{};
+  ejk_mean_pooling_backward_options_init(&newer.known);
+  newer.known.struct_size = sizeof(Newer);
+  newer.future_field = 3;
+  CHECK(ejk_mean_pooling_backward(nullptr, &od, &cd, &newer.known, &dd) == EJK_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("ejk_mean_pooling_backward_options"));
 }
 
 TEST_CASE("mean pooling on CUDA matches the float64 reference and the CPU", "[mean_pooling][cuda][gpu]") {
