@@ -169,7 +169,7 @@ TensorArgDef parse_tensor(const SpecReader& r, const YAML::Node& n, const std::s
       r.fail(node, SpecReader::join(path, key), fmt::format("unknown key (expected one of {} or a mode name)", list_names(keys)));
   }
   if (!f.has("name") || !f.has("dtypes")) r.fail(f.line, path, "a tensor needs name and dtypes");
-  t.name = r.identifier(*f.find("name"), SpecReader::join(path, "name"));
+  t.name = r.argument_name(*f.find("name"), SpecReader::join(path, "name"));
   if (f.has("layout") == f.has("like")) r.fail(f.line, path, "give exactly one of layout and like");
   if (const YAML::Node* l = f.find("layout")) t.layout = parse_layout(r, *l, SpecReader::join(path, "layout"), symbols);
   if (const YAML::Node* l = f.find("like")) t.like = r.identifier(*l, SpecReader::join(path, "like"));
@@ -257,7 +257,7 @@ std::vector<ScalarArgDef> parse_scalars(const SpecReader& r, const YAML::Node& n
                         {"name", "type", "default"});
     ScalarArgDef s;
     s.line = f.line;
-    s.name = r.identifier(*f.find("name"), SpecReader::join(path, "name"));
+    s.name = r.argument_name(*f.find("name"), SpecReader::join(path, "name"));
     s.type_name = r.scalar(*f.find("type"), SpecReader::join(path, "type"));
     s.type = scalar_type(r, *f.find("type"), SpecReader::join(path, "type"));
     s.default_value = r.scalar(*f.find("default"), SpecReader::join(path, "default"));

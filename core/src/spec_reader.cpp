@@ -137,6 +137,28 @@ std::string SpecReader::identifier(const YAML::Node& n, std::string_view path) c
   return s;
 }
 
+std::string SpecReader::argument_name(const YAML::Node& n, std::string_view path) const {
+  // The lower-case keywords of C23, C++20 and Python 3 (names are lower case by the grammar).
+  static constexpr std::string_view kKeywords[] = {
+      "alignas", "alignof", "and", "and_eq", "as", "asm", "assert", "async", "auto", "await", "bitand", "bitor",
+      "bool", "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "co_await", "co_return",
+      "co_yield", "compl", "concept", "const", "const_cast", "consteval", "constexpr", "constinit", "continue",
+      "decltype", "def", "default", "del", "delete", "do", "double", "dynamic_cast", "elif", "else", "enum",
+      "except", "explicit", "export", "extern", "false", "finally", "float", "for", "friend", "from", "global",
+      "goto", "if", "import", "in", "inline", "int", "is", "lambda", "long", "mutable", "namespace", "new",
+      "noexcept", "nonlocal", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "pass", "private",
+      "protected", "public", "raise", "register", "reinterpret_cast", "requires", "restrict", "return", "short",
+      "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+      "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "union", "unsigned",
+      "using", "virtual", "void", "volatile", "wchar_t", "while", "with", "xor", "xor_eq", "yield"};
+  std::string s = identifier(n, path);
+  for (std::string_view k : kKeywords)
+    if (s == k)
+      fail(n, path, fmt::format("'{}' is a keyword of C, C++ or Python, and argument names are parameters of "
+                                "the generated APIs: choose another name", s));
+  return s;
+}
+
 int64_t SpecReader::integer(const YAML::Node& n, std::string_view path) const {
   const std::string s = scalar(n, path);
   int64_t v = 0;

@@ -54,6 +54,9 @@ class SpecReader {
   std::string text(const YAML::Node& n, std::string_view path) const;        // may be empty
   std::string token(const YAML::Node& n, std::string_view path) const;       // [a-z0-9]+
   std::string identifier(const YAML::Node& n, std::string_view path) const;  // [a-z_][a-z0-9_]*
+  // An identifier that is no keyword of C, C++ or Python: tensors and scalars become parameters
+  // and fields of the generated C and C++ APIs and keyword arguments of the Python wrappers.
+  std::string argument_name(const YAML::Node& n, std::string_view path) const;
   int64_t integer(const YAML::Node& n, std::string_view path) const;
   bool boolean(const YAML::Node& n, std::string_view path) const;            // true / false
   std::vector<YAML::Node> list(const YAML::Node& n, std::string_view path, bool allow_empty) const;

@@ -97,6 +97,14 @@ TEST_CASE("spec errors: unknown keys are typos", "[spec]") {
                "axes[3].values", "not a key of a flag axis");
 }
 
+TEST_CASE("spec errors: argument names that are C, C++ or Python keywords", "[spec]") {
+  // They become parameters of the generated C and C++ functions and Python keyword arguments.
+  expect_error(replaced("{name: x, layout", "{name: do, layout"), "name: do,", "tensors[0].name",
+               "'do' is a keyword of C, C++ or Python");
+  expect_error(replaced("{name: x, layout", "{name: lambda, layout"), "name: lambda,", "tensors[0].name",
+               "'lambda' is a keyword");
+}
+
 TEST_CASE("spec errors: missing keys, duplicate keys and wrong types", "[spec]") {
   expect_error(replaced("op: mini_op\n", ""), "api: mini", "op", "missing required key");
   expect_error(replaced("api: mini", "api: mini\nop: again"), "op: again", "op", "duplicate key");
