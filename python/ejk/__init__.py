@@ -1,6 +1,6 @@
 """ejkernel: attention kernels for CPUs and NVIDIA GPUs, from Python.
 
-    from ejk.jax import flash_attention, mean_pooling, merge_attention_states
+    import ejk.jax, ejk.torch     # every op of libejk with a file in ejk/ops/ (README lists them)
 
 ``import ejk`` loads libejk privately (RTLD_LOCAL) from the package (or from $EJK_LIBRARY_DIR);
 ``ejk.jax`` registers the ops with XLA as FFI handlers. A variant outside the built-in set is

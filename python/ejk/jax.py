@@ -1,9 +1,9 @@
 """ejkernel's ops for JAX, as XLA FFI custom calls: usable under jax.jit, jax.vmap and
-jax.grad (for ops with a backward), and flash_attention under shard_map.
+jax.grad (for ops with a backward), and under shard_map where the op's file allows it. Every op
+of libejk that has a file in ``ejk/ops/`` is an attribute (``ejk.jax.__all__`` lists them):
 
-    import jax
-    from ejk.jax import flash_attention
-    out = jax.jit(flash_attention, static_argnames="causal")(q, k, v, causal=True)
+    import jax, ejk.jax
+    out = jax.jit(ejk.jax.<op>, static_argnames=...)(...)   # README: the ops and an example
 
 The signatures are those of ``ejkernel.modules`` (the JAX library whose ops these are), so a
 switch is a change of import; what ejkernel (C++) does not implement raises NotImplementedError

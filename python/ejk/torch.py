@@ -1,8 +1,7 @@
 """ejkernel's ops for PyTorch, as custom ops (``torch.ops.ejk.<op>``): eager, torch.compile, CPU and CUDA.
 
-    import torch
-    from ejk.torch import flash_attention
-    out = torch.compile(flash_attention, fullgraph=True)(q, k, v, causal=True)
+    import torch, ejk.torch
+    out = torch.compile(ejk.torch.<op>, fullgraph=True)(...)   # README: the ops and an example
 
 The functions take the arguments of ``ejkernel.modules`` (as ``ejk.jax`` does) on torch tensors in
 the same layouts ([B, S, H, D]); what ejkernel (C++) does not implement raises NotImplementedError
@@ -18,8 +17,8 @@ captured into a CUDA graph once they have run on the capturing stream (``torch.c
 stream=s)`` after a warm-up on ``s``): a stream's small workspace is allocated on its first run
 and cannot grow inside a capture (a ValueError says so). A variant outside the built-in set is
 compiled on its first run (a compile over a second says so on stderr) and cached on disk. An op
-with a backward in ``ejk/ops/`` (``mean_pooling``, twice) is differentiable; a backward through
-any other raises NotImplementedError.
+whose file in ``ejk/ops/`` gives a backward is differentiable; a backward through any other
+raises NotImplementedError.
 """
 import ctypes
 import os

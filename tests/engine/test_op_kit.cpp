@@ -76,13 +76,10 @@ std::vector<std::string> names_in(const std::string& text, const std::set<std::s
 const std::vector<std::string> kOpFreeFiles = {
     "runtime/CMakeLists.txt",  "cli/CMakeLists.txt",     "cli/op_case.cpp",
     "cli/op_case.h",           "tests/ops/CMakeLists.txt", "scripts/device-check.sh",
-    "runtime/src/engine/op_def.cpp", "runtime/src/ops/ops.cpp",
-};
-// Still naming ops while their generic replacements land; each moves to kOpFreeFiles when its
-// op names are gone.
-const std::vector<std::string> kOpFreePending = {
-    "runtime/include/ejk/ejk.h", "python/src/ejk_jax.cpp", "python/src/ejk_torch.cpp",
-    "python/ejk/jax.py",         "python/ejk/torch.py",     "python/ejk/__init__.py",
+    "runtime/src/engine/op_def.cpp", "runtime/include/ejk/ejk.h",
+    "python/src/ejk_jax.cpp",  "python/src/ejk_torch.cpp", "python/ejk/jax.py",
+    "python/ejk/torch.py",     "python/ejk/__init__.py", "python/ejk/_kit.py",
+    "python/ejk/_batching.py", "python/ejk/_sharding.py", "python/ejk/_lib.py",
 };
 
 }  // namespace
@@ -100,15 +97,9 @@ TEST_CASE("the shared files an op used to edit name no op") {
   const SpecNames n = spec_names();
   REQUIRE(n.all_names.count("flash_attention") == 1);  // the scan reads the specs' names
   for (const std::string& f : kOpFreeFiles) {
-    if (!fs::exists(kRoot / f)) continue;  // a shared file that no longer exists names nothing
     INFO(f << " names ops: these belong in the op's own folders");
+    REQUIRE(fs::exists(kRoot / f));  // a renamed file would silently leave the list
     CHECK(names_in(read_text(kRoot / f), n.all_names).empty());
-  }
-  // The pending files exist (a typo would never be enforced); one free of op names is reported.
-  for (const std::string& f : kOpFreePending) {
-    INFO(f);
-    REQUIRE(fs::exists(kRoot / f));
-    if (names_in(read_text(kRoot / f), n.all_names).empty()) WARN(f << " names no op: move it to kOpFreeFiles");
   }
 }
 

@@ -91,7 +91,7 @@ EJK_API const char* ejk_last_error(void);
  * (EJK_INVALID_ARGUMENT, naming each); the rest are registered. The functions must stay loaded
  * for the life of the process. */
 typedef struct {
-  const char* key; /* canonical variant key, e.g. "flash_fwd.cpu.avx512.f32.d80.bq64.bk64" */
+  const char* key; /* canonical variant key, <kernel>.<backend>.<target>.<dtype>[.<axis>...] */
   void (*fn)(const void* params, long long task_begin, long long task_end);
 } ejk_cpu_variant;
 EJK_API int ejk_register_cpu_variants(const char* kernel_abi, const ejk_cpu_variant* variants, size_t n);
