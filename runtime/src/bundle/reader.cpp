@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -128,6 +129,28 @@ void Reader::read_manifest() {
       continue;
     }
     s.record = std::move(r);
+  }
+  refuse_shared_payloads();
+}
+
+// Each entry owns its stored bytes: records pointing into one payload would make one small
+// frame cost its decompression once per record.
+void Reader::refuse_shared_payloads() {
+  std::vector<std::pair<uint64_t, size_t>> starts;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].record) starts.emplace_back(slots_[i].record->payload_offset, i);
+  std::sort(starts.begin(), starts.end());
+  uint64_t end = 0;
+  size_t owner = 0;
+  for (const auto& [at, i] : starts) {
+    const Record& r = *slots_[i].record;
+    if (at < end) {
+      slots_[i].problem = fmt::format("payload at {} of {} bytes overlaps entry {}'s", at, r.stored_size, owner);
+      slots_[i].record.reset();
+      continue;
+    }
+    end = at + r.stored_size;
+    owner = i;
   }
 }
 
