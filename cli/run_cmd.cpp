@@ -55,8 +55,12 @@ OutputError compare(const std::string& name, const std::vector<double>& got, con
 }
 
 Args with_tuning(Args a, const RunOptions& o) {
-  for (const auto& [axis, text] : o.tuning)
-    if (!text.empty()) a.tune(axis, parse_int(text, "--" + axis, 1, 1 << 20));
+  for (const auto& [axis, text] : o.tuning) {
+    if (text.empty()) continue;
+    std::string flag = "--" + axis;  // as the option is spelled: --block-q for block_q
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    a.tune(axis, parse_int(text, flag, 1, 1 << 20));
+  }
   return a;
 }
 
