@@ -249,6 +249,9 @@ void add_op_subcommand(CLI::App& run, OpCase& oc) {
       std::replace(flag.begin(), flag.end(), '_', '-');
       cmd->add_option("--" + flag, o->tuning[a.name], a.doc + " (default: the spec's heuristic)");
     }
+  // A flag takes no value: CLI11 would read --causal=2 as true and --causal=no as false.
+  for (CLI::Option* opt : cmd->get_options())
+    if (opt->get_expected_max() == 0) opt->disable_flag_override();
   cmd->callback([&oc, o] { run_op(oc, *o); });
 }
 
