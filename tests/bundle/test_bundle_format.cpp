@@ -217,6 +217,12 @@ TEST_CASE("bundle files others may write, and non-files, are not used", "[bundle
   ::chmod(file.c_str(), 0664);
   CHECK_THROWS_WITH(FileSource::open(file), ContainsSubstring("writable by group or others"));
   CHECK(FileSource::open(file, /*require_trust=*/false)->size() == bytes.size());  // inspecting is fine
+  ::chmod(file.c_str(), 0644);
+  ::chmod(dir.c_str(), 0777);  // others could swap the bundle for their own
+  CHECK_THROWS_WITH(FileSource::open(file), ContainsSubstring("writable by other users"));
+  ::chmod(dir.c_str(), 01777);  // sticky, as /tmp: they cannot replace our file
+  CHECK(Reader(FileSource::open(file), file.string()).slots().size() == 3);
+  ::chmod(dir.c_str(), 0755);
   const fs::path fifo = dir / "fifo.ejkb";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   CHECK_THROWS_WITH(FileSource::open(fifo), ContainsSubstring("not a regular file"));

@@ -62,6 +62,8 @@ std::unique_ptr<FileSource> FileSource::open(const std::filesystem::path& path, 
     why = fmt::format("'{}' is a {}, not a regular file", path.string(), cache::trust::file_kind(st.st_mode));
   else if (require_trust)
     why = cache::trust::check_entry_file(path, st);
+  // As for the cache: whoever may replace files in the bundle's directory chooses its code.
+  if (!why && require_trust) why = cache::trust::check_file_directory(path.has_parent_path() ? path.parent_path() : ".");
   if (why) {
     ::close(fd);
     throw InvalidArgument(fmt::format("bundle '{}': not used: {}", path.string(), *why));
