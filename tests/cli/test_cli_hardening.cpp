@@ -260,3 +260,19 @@ TEST_CASE("messages name the option as it is spelled and stay short", "[cli][har
   CHECK(tilde.status == 2);
   CHECK_THAT(tilde.out, ContainsSubstring("EJK_CACHE_DIR"));
 }
+
+TEST_CASE("cache ls and verify count entries, not the other files beside them", "[cli][harden][cache]") {
+  TempDir d("cache");
+  fs::create_directories(d.path / "v1" / "cpu");  // the cache's root is EJK_CACHE_DIR/v1
+  fs::permissions(d.path, fs::perms::owner_all);
+  write_text(d.path / "v1" / "cpu" / "stray.txt", "not an entry");
+  const std::string env = "env EJK_CACHE_DIR=" + d.path.string() + " ";
+  const Proc ls = sh(env + kEjk + " cache ls");
+  INFO(ls.out);
+  CHECK(ls.status == 0);
+  CHECK_THAT(ls.out, ContainsSubstring("(0 entries, 1 other files)"));
+  const Proc verify = sh(env + kEjk + " cache verify");
+  INFO(verify.out);
+  CHECK(verify.status == 1);
+  CHECK_THAT(verify.out, ContainsSubstring("0 of 0 entries valid; 1 files that are not entries"));
+}
