@@ -95,7 +95,7 @@ void save(const std::string& args, const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("--load checks every tensor's dtype against the spec before converting it", "[cli][harden][load]") {
+TEST_CASE("load: checks every tensor's dtype against the spec before converting it", "[cli][harden][load]") {
   TempDir d("dtype");
   const std::string params = (d.path / "params.json").string();
   const std::vector<std::pair<std::string, std::string>> ops = {
@@ -123,7 +123,7 @@ TEST_CASE("--load checks every tensor's dtype against the spec before converting
   }
 }
 
-TEST_CASE("--load --varlen checks cum_seqlens' dtype and values before reading them", "[cli][harden][load]") {
+TEST_CASE("load: --varlen checks cum_seqlens' dtype and values before reading them", "[cli][harden][load]") {
   TempDir d("varlen");
   save("flash_attention --b 2 --sq 20 --sk 20 --hq 2 --hkv 1 --d 64 --varlen --block-q 64", d.path);
   const std::string load = "run flash_attention --load " + d.path.string();
@@ -143,7 +143,7 @@ TEST_CASE("--load --varlen checks cum_seqlens' dtype and values before reading t
   CHECK_THAT(p.out, !ContainsSubstring("max_seqlen_q"));
 }
 
-TEST_CASE("--load opens regular files only and bounds the JSON's depth", "[cli][harden][load]") {
+TEST_CASE("load: opens regular files only and bounds the JSON's depth", "[cli][harden][load]") {
   TempDir d("files");
   save("mean_pooling --b 2 --t 8 --d 16", d.path);
   const std::string load = "run mean_pooling --load " + d.path.string();
@@ -183,7 +183,7 @@ TEST_CASE("--load opens regular files only and bounds the JSON's depth", "[cli][
   expect_error("run mean_pooling_backward --load " + d.path.string(), "scalars.num_tokens must be");
 }
 
-TEST_CASE("--save writes no file through a symlink and reports a failed write", "[cli][harden][save]") {
+TEST_CASE("save: writes no file through a symlink and reports a failed write", "[cli][harden][save]") {
   TempDir d("save");
   const fs::path victim = d.path / "victim", out = d.path / "out";
   write_text(victim, "precious");
