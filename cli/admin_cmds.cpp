@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
@@ -55,22 +56,26 @@ void print_list() {
 
 void print_cache(bool verify) {
   auto entries = cache_list(verify);
-  std::cout << fmt::format("cache {} ({} entries)\n", cache_root().string(), entries.size());
-  size_t bad = 0;
+  // Temp files and stray files are listed, but they are not entries and are not counted as such.
+  const size_t n = size_t(std::count_if(entries.begin(), entries.end(), [](const auto& e) { return e.kind == "entry"; }));
+  std::cout << fmt::format("cache {} ({} entries{})\n", cache_root().string(), n,
+                           n == entries.size() ? "" : fmt::format(", {} other files", entries.size() - n));
+  size_t bad_entries = 0, bad_others = 0;
   for (const auto& e : entries) {
     if (e.kind != "entry") {  // not an entry: say what it is and where, never load it
       std::cout << fmt::format("  {:<5} {:<72} ({}: {})\n", e.kind, printable(e.path.string()),
                                printable(e.problem), e.kind == "temp" ? "a writer's temp file" : "not an entry");
-      if (e.kind != "temp") ++bad;
+      if (e.kind != "temp") ++bad_others;
       continue;
     }
     std::cout << fmt::format("  {:<5} {:<72} {:>9} B  {}{}\n", printable(e.backend), printable(e.key), e.size,
                              verify ? (e.valid ? "ok" : "CORRUPT") : "", e.valid ? "" : " (" + printable(e.problem) + ")");
-    if (!e.valid) ++bad;
+    if (!e.valid) ++bad_entries;
   }
   if (verify) {
-    std::cout << fmt::format("{} of {} entries valid\n", entries.size() - bad, entries.size());
-    if (bad) g_exit_code = 1;
+    std::cout << fmt::format("{} of {} entries valid{}\n", n - bad_entries, n,
+                             bad_others ? fmt::format("; {} files that are not entries", bad_others) : "");
+    if (bad_entries + bad_others) g_exit_code = 1;
   }
 }
 

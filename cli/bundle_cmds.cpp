@@ -79,7 +79,7 @@ void add_build(CLI::App& bundle) {
                 "cpu: target levels (avx512,avx2,...; default this host's); cuda: device archs (sm_90a,sm_80,...)")
       ->delimiter(',');
   c->add_option("--jobs", req->jobs, "Parallel compiles (default and most: the bound from free memory and cores)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 4096));
   c->callback([req] {
     BundleBuildRequest r = *req;
     r.progress = [](const BundleBuildProgress& p) {

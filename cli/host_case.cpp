@@ -4,11 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
+#include <memory>
 
 #include "ejk/core/error.h"
 #include "ejk/half.h"
+#include "files.h"
 #include "npy.h"
+#include "params_json.h"
 
 namespace ejk::cli {
 namespace {
@@ -28,23 +30,46 @@ nlohmann::json scalar_json(const Scalar& s) {
   }, s);
 }
 
-// A params.json value as the scalar type the spec declares; InvalidArgument naming the key.
-Scalar scalar_from_json(const nlohmann::json& j, const OpScalarInfo& info, const std::string& file) {
-  auto bad = [&]() -> InvalidArgument {
-    return InvalidArgument(fmt::format("--load {}: scalars.{} must be {} (or null), got {}", file, info.name,
-                                       info.type == "i64[2]" ? "a pair [left, right] of integers" : "a " + info.type,
-                                       j.dump()));
-  };
-  if (j.is_null()) return std::monostate{};
-  if (info.type == "bool") { if (!j.is_boolean()) throw bad(); return j.get<bool>(); }
-  if (info.type == "i64") { if (!j.is_number_integer()) throw bad(); return j.get<int64_t>(); }
-  if (info.type == "f32" || info.type == "f64") { if (!j.is_number()) throw bad(); return j.get<double>(); }
-  if (!j.is_array() || j.size() != 2 || !j[0].is_number_integer() || !j[1].is_number_integer()) throw bad();
-  return std::array<int64_t, 2>{j[0].get<int64_t>(), j[1].get<int64_t>()};
-}
-
 bool takes_op_dtype(const OpTensorInfo& t) {
   return t.dtypes.find("dtype") != std::string::npos;
+}
+
+// The input files present in `dir`, headers read and checked, data not yet read.
+struct InputFile {
+  std::string name;
+  std::unique_ptr<NpyFile> file;
+  DType dtype;  // the tensor's dtype once loaded (the op's dtype for its float32-saved inputs)
+};
+
+std::vector<InputFile> open_inputs(const std::filesystem::path& dir, const OpInfo& info, DType op_dtype) {
+  std::vector<InputFile> out;
+  for (const OpTensorInfo& t : info.tensors) {
+    const auto path = dir / (t.name + ".npy");
+    std::error_code ec;
+    if (t.output || !std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
+    auto file = std::make_unique<NpyFile>(path);
+    // Floating inputs of the op's dtype were saved as float32 holding the exact values.
+    const DType stored = file->layout().dtype;
+    const DType dtype = takes_op_dtype(t) && stored == DType::f32 ? op_dtype : stored;
+    out.push_back({t.name, std::move(file), dtype});
+  }
+  return out;
+}
+
+// The inputs as views without data, with the scalars: the engine's binding checks their
+// dtypes, shapes and the scalars before a byte of data is read or converted.
+void check_shapes(const std::string& op, const std::vector<InputFile>& files, const HostCase& c) {
+  Args a;
+  for (const InputFile& f : files) {
+    const Dims shape(f.file->layout().shape);
+    try {
+      a.set(f.name, TensorView{nullptr, f.dtype, Device{}, shape, contiguous_strides(shape)});
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--load {}: {}", f.name, e.what()));
+    }
+  }
+  for (const auto& [name, v] : c.scalars) a.set(name, v);
+  output_specs(op, a);
 }
 
 }  // namespace
@@ -99,6 +124,9 @@ Tensor to_f32(const Tensor& t) {
 }
 
 Tensor from_f32(const Tensor& t, DType dtype) {
+  if (t.dtype() != DType::f32 || (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16))
+    throw InvalidArgument(fmt::format("from_f32: {} to {}: expected a float32 tensor and bf16, f16 or f32",
+                                      t.view().describe(), dtype_name(dtype)));
   if (dtype == DType::f32) return t;
   Tensor out = Tensor::empty(t.shape(), dtype);
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -126,10 +154,12 @@ std::vector<double> to_double(const Tensor& t) {
 
 void save_case(const HostCase& c, const std::vector<std::pair<std::string, Tensor>>& outputs,
                const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
+  const WriteDir out(dir, "--save");
   auto save = [&](const std::string& name, const Tensor& t) {
     const bool half = t.dtype() == DType::bf16 || t.dtype() == DType::f16;
-    save_npy(dir / (name + ".npy"), half ? to_f32(t) : t);
+    WriteFile f(out, name + ".npy");
+    save_npy(f, half ? to_f32(t) : t);
+    f.close();
   };
   for (const auto& [name, t] : c.inputs) save(name, t);
   for (const auto& [name, t] : outputs) save(name, t);
@@ -139,39 +169,50 @@ void save_case(const HostCase& c, const std::vector<std::pair<std::string, Tenso
   p["seed"] = c.seed;
   p["scalars"] = nlohmann::json::object();
   for (const auto& [name, s] : c.scalars) p["scalars"][name] = scalar_json(s);
-  std::ofstream(dir / "params.json") << p.dump(2) << "\n";
+  WriteFile f(out, "params.json");
+  f.write(p.dump(2) + "\n");
+  f.close();
 }
 
 HostCase load_case(const std::filesystem::path& dir, const std::string& op) {
   const std::string file = (dir / "params.json").string();
-  std::ifstream pf(file);
-  if (!pf) throw InvalidArgument(fmt::format("--load {}: params.json not found", dir.string()));
-  nlohmann::json p = nlohmann::json::parse(pf, nullptr, /*allow_exceptions=*/false);
-  if (p.is_discarded() || !p.is_object()) throw InvalidArgument(fmt::format("--load {}: not a JSON object", file));
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(dir / "params.json", ec)))
+    throw InvalidArgument(fmt::format("--load {}: params.json not found", dir.string()));
+  const nlohmann::json p = parse_params(read_small_file(file, kMaxParamsBytes, "--load"), file);
   HostCase c;
   c.op = op;
   if (p.contains("op") && (!p["op"].is_string() || p["op"].get<std::string>() != op))
-    throw InvalidArgument(fmt::format("--load {}: op is {}, expected \"{}\"", file, p["op"].dump(), op));
+    throw InvalidArgument(fmt::format("--load {}: op is {}, expected \"{}\"", file, excerpt(p["op"]), op));
   if (!p.contains("dtype") || !p["dtype"].is_string())
     throw InvalidArgument(fmt::format("--load {}: dtype must be a string such as \"bf16\"", file));
   c.dtype = parse_dtype(p["dtype"].get<std::string>());
-  if (p.contains("seed") && p["seed"].is_number_unsigned()) c.seed = p["seed"].get<uint64_t>();
+  if (p.contains("seed")) {
+    if (!p["seed"].is_number_unsigned())
+      throw InvalidArgument(fmt::format("--load {}: seed must be a non-negative integer, got {}", file, excerpt(p["seed"])));
+    c.seed = p["seed"].get<uint64_t>();
+  }
   const OpInfo info = describe_op(op);
-  const nlohmann::json& s = p.contains("scalars") ? p["scalars"] : nlohmann::json::object();
+  static const nlohmann::json kNoScalars = nlohmann::json::object();
+  const nlohmann::json& s = p.contains("scalars") ? p["scalars"] : kNoScalars;
   if (!s.is_object()) throw InvalidArgument(fmt::format("--load {}: scalars must be an object", file));
   for (const auto& [name, value] : s.items()) {
     auto it = std::find_if(info.scalars.begin(), info.scalars.end(), [&](const OpScalarInfo& x) { return x.name == name; });
-    if (it == info.scalars.end()) throw InvalidArgument(fmt::format("--load {}: {} has no scalar '{}'", file, op, name));
+    if (it == info.scalars.end())
+      throw InvalidArgument(fmt::format("--load {}: {} has no scalar '{}'", file, op,
+                                        name.size() > 40 ? name.substr(0, 37) + "..." : name));
     c.set(name, scalar_from_json(value, *it, file));
   }
-  for (const OpTensorInfo& t : info.tensors) {
-    const auto path = dir / (t.name + ".npy");
-    if (t.output || !std::filesystem::exists(path)) continue;
-    Tensor values = load_npy(path);
-    // Floating inputs of the op's dtype were saved as float32 holding the exact values.
-    if (takes_op_dtype(t) && values.dtype() == DType::f32) values = from_f32(values, c.dtype);
-    c.inputs.emplace_back(t.name, std::move(values));
+  std::vector<InputFile> files = open_inputs(dir, info, c.dtype);
+  check_shapes(op, files, c);
+  for (InputFile& f : files) {
+    Tensor values = Tensor::empty(f.file->layout().shape, f.file->layout().dtype);
+    f.file->read_data(values.data());
+    if (values.dtype() != f.dtype) values = from_f32(values, f.dtype);
+    c.inputs.emplace_back(f.name, std::move(values));
   }
+  // Now the values: host-resident metadata (cum_seqlens) is checked by the op's own rules.
+  check_args(op, c.args());
   return c;
 }
 

@@ -183,35 +183,18 @@ NpyLayout parse_npy_header(std::span<const uint8_t> head, uint64_t file_size, st
   return layout;
 }
 
-NpyFile::NpyFile(const std::filesystem::path& path) : path_(path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw InvalidArgument(fmt::format("{}: not a readable regular file", path.string()));
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  in_.open(path, std::ios::binary);
-  if (ec || !in_) throw InvalidArgument(fmt::format("cannot open {}", path.string()));
-  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(size, kPreambleV2 + kMaxHeaderBytes)));
-  in_.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
-  if (in_.gcount() != static_cast<std::streamsize>(head.size()))
-    throw InvalidArgument(fmt::format("{}: cannot read the .npy header", path.string()));
-  layout_ = parse_npy_header(head, size, path.string());
+NpyFile::NpyFile(const std::filesystem::path& path) : file_(path, "--load") {
+  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(file_.size(), kPreambleV2 + kMaxHeaderBytes)));
+  file_.read_at(0, head.data(), head.size());
+  layout_ = parse_npy_header(head, file_.size(), path.string());
 }
 
-void NpyFile::read_data(void* dst) {
-  in_.clear();
-  in_.seekg(static_cast<std::streamoff>(layout_.data_offset));
-  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(layout_.data_bytes));
-  if (!in_ || in_.gcount() != static_cast<std::streamsize>(layout_.data_bytes))
-    throw InvalidArgument(fmt::format("{}: truncated data ({} of {} bytes)", path_.string(),
-                                      in_.gcount(), layout_.data_bytes));
-}
+void NpyFile::read_data(void* dst) const { file_.read_at(layout_.data_offset, dst, layout_.data_bytes); }
 
-void write_npy(const std::filesystem::path& path, DType dtype, std::span<const int64_t> shape,
-               const void* data, size_t bytes) {
+void write_npy(WriteFile& out, DType dtype, std::span<const int64_t> shape, const void* data, size_t bytes) {
   const Descr* descr = find_descr(dtype);
   if (!descr)
-    throw InvalidArgument(fmt::format("save_npy {}: this dtype cannot be stored (f32, f64, i32, i64, "
-                                      "f16 or u8)", path.string()));
+    throw InvalidArgument("save_npy: this dtype cannot be stored (f32, f64, i32, i64, f16 or u8)");
   std::string dims;
   for (int64_t d : shape) dims += fmt::format("{}, ", d);
   if (shape.size() > 1) dims.resize(dims.size() - 2);  // "(n,)" keeps its comma
@@ -222,15 +205,21 @@ void write_npy(const std::filesystem::path& path, DType dtype, std::span<const i
   size_t total = kPreambleV1 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error(fmt::format("cannot write {}", path.string()));
-  f.write("\x93NUMPY\x01\x00", 8);
+  out.write("\x93NUMPY\x01\x00", 8);
   uint16_t len = static_cast<uint16_t>(header.size());
   char lb[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-  f.write(lb, 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  if (!f) throw Error(fmt::format("write failed: {}", path.string()));
+  out.write(lb, 2);
+  out.write(header.data(), header.size());
+  out.write(data, bytes);
+}
+
+void write_npy(const std::filesystem::path& path, DType dtype, std::span<const int64_t> shape,
+               const void* data, size_t bytes) {
+  if (!find_descr(dtype))  // refused before a file is made
+    throw InvalidArgument("save_npy: this dtype cannot be stored (f32, f64, i32, i64, f16 or u8)");
+  WriteFile out(path, "save_npy");
+  write_npy(out, dtype, shape, data, bytes);
+  out.close();
 }
 
 }  // namespace ejk::cli

@@ -6,13 +6,14 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ejk/tensor.h"
+#include "files.h"
 
 namespace ejk::cli {
 
@@ -30,21 +31,23 @@ struct NpyLayout {
 // header (the whole file is fine). `name` is what errors call the file.
 NpyLayout parse_npy_header(std::span<const uint8_t> head, uint64_t file_size, std::string_view name);
 
-// An open .npy file whose header has been checked.
+// An open .npy file (a regular file, not followed through a symlink) whose header has been
+// checked; the data is read only when asked, so a caller can validate the layout first.
 class NpyFile {
  public:
   explicit NpyFile(const std::filesystem::path& path);
   const NpyLayout& layout() const { return layout_; }
   // Reads the whole array into `dst` (layout().data_bytes bytes).
-  void read_data(void* dst);
+  void read_data(void* dst) const;
 
  private:
-  std::filesystem::path path_;
-  std::ifstream in_;
+  ReadFile file_;
   NpyLayout layout_;
 };
 
-// Writes `bytes` of a C-order array of `dtype` (f32, f64, i32, i64, f16 or u8).
+// Writes `bytes` of a C-order array of `dtype` (f32, f64, i32, i64, f16 or u8) to `out`.
+void write_npy(WriteFile& out, DType dtype, std::span<const int64_t> shape, const void* data, size_t bytes);
+// The same to a new file or a regular file of this user at `path`.
 void write_npy(const std::filesystem::path& path, DType dtype, std::span<const int64_t> shape,
                const void* data, size_t bytes);
 
@@ -52,6 +55,10 @@ void write_npy(const std::filesystem::path& path, DType dtype, std::span<const i
 inline void save_npy(const std::filesystem::path& path, const Tensor& t) {
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   write_npy(path, t.dtype(), shape, t.data(), t.nbytes());
+}
+inline void save_npy(WriteFile& out, const Tensor& t) {
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  write_npy(out, t.dtype(), shape, t.data(), t.nbytes());
 }
 
 // Reads a .npy file into a new CPU tensor of the file's dtype.

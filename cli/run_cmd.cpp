@@ -55,8 +55,12 @@ OutputError compare(const std::string& name, const std::vector<double>& got, con
 }
 
 Args with_tuning(Args a, const RunOptions& o) {
-  for (const auto& [axis, text] : o.tuning)
-    if (!text.empty()) a.tune(axis, parse_int(text, "--" + axis, 1, 1 << 20));
+  for (const auto& [axis, text] : o.tuning) {
+    if (text.empty()) continue;
+    std::string flag = "--" + axis;  // as the option is spelled: --block-q for block_q
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    a.tune(axis, parse_int(text, flag, 1, 1 << 20));
+  }
   return a;
 }
 
@@ -245,6 +249,9 @@ void add_op_subcommand(CLI::App& run, OpCase& oc) {
       std::replace(flag.begin(), flag.end(), '_', '-');
       cmd->add_option("--" + flag, o->tuning[a.name], a.doc + " (default: the spec's heuristic)");
     }
+  // A flag takes no value: CLI11 would read --causal=2 as true and --causal=no as false.
+  for (CLI::Option* opt : cmd->get_options())
+    if (opt->get_expected_max() == 0) opt->disable_flag_override();
   cmd->callback([&oc, o] { run_op(oc, *o); });
 }
 

@@ -39,9 +39,11 @@ void random_segments(Tensor& t, int64_t nseg, bool pad_tail, std::mt19937_64& rn
   }
 }
 
+// The offsets were checked by the op (i32, non-decreasing) before this reads them.
 int64_t longest(const Tensor& cum) {
+  const auto* c = cum.data_as<int32_t>();
   int64_t m = 0;
-  for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, cum.data_as<int32_t>()[i] - cum.data_as<int32_t>()[i - 1]);
+  for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, int64_t(c[i]) - int64_t(c[i - 1]));
   return m;
 }
 

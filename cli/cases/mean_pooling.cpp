@@ -1,7 +1,10 @@
 // `ejk run mean_pooling` and `ejk run mean_pooling_backward`: the problem's sizes, packed
 // sequences of random lengths (about a quarter of them empty) for --varlen, and the bytes moved.
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "ejk/core/error.h"
 #include "op_case.h"
 #include "parse.h"
 
@@ -41,6 +44,8 @@ class MeanPoolingCase final : public OpCase {
 
   std::vector<InputSpec> inputs(DType dtype) const override {
     const int64_t b = size(b_, "--b"), t = size(t_, "--t"), d = size(d_, "--d");
+    if (varlen_ && b == 0 && t > 0)
+      throw InvalidArgument(fmt::format("--b 0 --varlen: no sequence can hold the --t {} tokens (give --b >= 1)", t));
     std::vector<InputSpec> in;
     if (backward_) in.push_back({"g", {b, d}, dtype});
     else in.push_back({"x", varlen_ ? Dims{t, d} : Dims{b, t, d}, dtype});

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "ejk/core/error.h"
@@ -69,6 +70,32 @@ std::vector<TargetDef> named_targets(const SpecReader& r, const YAML::Node& n, c
   return out;
 }
 
+// What a target's `requires` may name: CPU features the runtime can test on the host, CUDA
+// compute capabilities sm_XY (X.Y or later) and sm_XYa (exactly X.Y). Checked here so a typo
+// fails the spec, not a user's first call.
+void check_requirements(const SpecReader& r, const std::string& backend, const TargetDef& t, const std::string& path) {
+  static const std::set<std::string> kCpuFeatures = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512bf16",
+                                                     "amx-tile", "amx-bf16", "avx2", "fma", "f16c", "sse4.2"};
+  auto is_arch = [](const std::string& f) {
+    std::string_view v = f;
+    if (!v.starts_with("sm_")) return false;
+    v.remove_prefix(3);
+    if (v.ends_with('a')) v.remove_suffix(1);
+    return v.size() >= 2 && v.size() <= 3 && v.front() != '0' &&
+           std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  for (const std::string& f : t.requires_features) {
+    const bool ok = backend == "cpu" ? kCpuFeatures.count(f) > 0 : backend == "cuda" ? is_arch(f) : true;
+    if (!ok)
+      r.fail(t.line, SpecReader::join(path, "requires"),
+             backend == "cpu" ? fmt::format("unknown CPU feature '{}' (known: {})", f, join_set(kCpuFeatures))
+                              : fmt::format("'{}' is not a compute capability (sm_80, sm_90a, ...)", f));
+  }
+  for (const std::string& flag : t.compile_flags)
+    if (flag.empty() || flag.find('\0') != std::string::npos)
+      r.fail(t.line, SpecReader::join(path, "flags"), "a flag is empty or holds a NUL byte");
+}
+
 // Targets in preference order (the runtime takes the first one the host supports): a map
 // declaring them, or a list naming the shared table's.
 std::vector<TargetDef> parse_targets(const SpecReader& r, const YAML::Node& n,
@@ -119,6 +146,18 @@ void apply_domains(const SpecReader& r, const YAML::Node& n, const std::string& 
 void check_expr(const SpecReader& r, int line, const std::string& path, const std::string& expr,
                 const std::set<std::string>& known) {
   const std::string where = fmt::format("{}:{}: {}", r.file(), line, path);
+  // '/' or '%' directly before a literal 0 divides by zero for every problem: a spec error now,
+  // not an error at a user's first call that reaches the expression.
+  for (size_t i = 0; i < expr.size(); ++i) {
+    if (expr[i] != '/' && expr[i] != '%') continue;
+    size_t j = i + 1;
+    while (j < expr.size() && expr[j] == ' ') ++j;
+    const size_t digits = j;
+    while (j < expr.size() && expr[j] == '0') ++j;
+    const bool ident = j < expr.size() && (std::isalnum(static_cast<unsigned char>(expr[j])) || expr[j] == '_');
+    if (j > digits && !ident)
+      r.fail(line, path, fmt::format("'{}' divides by the constant 0", expr));
+  }
   for (const std::string& id : expr_identifiers(expr, where))
     if (!known.count(id))
       r.fail(line, path, fmt::format("unknown identifier '{}' in '{}' (known: {})", id, expr,
@@ -279,6 +318,8 @@ BackendDef parse_backend_section(const SpecReader& r, const YAML::Node& n, const
   b.name = name;
   b.line = f.line;
   b.targets = parse_targets(r, *f.find("targets"), SpecReader::join(path, "targets"), name, targets);
+  for (const TargetDef& t : b.targets)
+    check_requirements(r, name, t, SpecReader::join(SpecReader::join(path, "targets"), t.name));
   b.template_file = r.scalar(*f.find("template"), SpecReader::join(path, "template"));
   if (b.template_file.find("..") != std::string::npos || b.template_file.front() == '/')
     r.fail(*f.find("template"), SpecReader::join(path, "template"), "expected a file name under templates/");

@@ -195,6 +195,11 @@ OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name, cons
   s.axes_ = parse_axes(r, *top.find("axes"));
   s.enum_constants_ = collect_enum_constants(r, s.axes_);
   detail::ArgSections args = detail::parse_arg_sections(r, top, s.axes_, s.enum_constants_, s.internal_);
+  for (size_t i = 0; i < args.modes.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (args.modes[i].name == args.modes[j].name)
+        r.fail(args.modes[i].line, SpecReader::index("modes", i),
+               fmt::format("a second mode named '{}' (the first is modes[{}])", args.modes[i].name, j));
   s.modes_ = std::move(args.modes);
   s.tensors_ = std::move(args.tensors);
   s.scalars_ = std::move(args.scalars);

@@ -4,21 +4,13 @@
 
 #include <algorithm>
 #include <optional>
-#include <regex>
 
 #include "ejk/core/error.h"
+#include "ejk/core/pattern.h"
 #include "files.h"
 
 namespace ejk::gen {
 namespace {
-
-std::regex compile_filter(const std::string& pattern) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw InvalidArgument(fmt::format("--variants '{}' is not a valid regular expression: {}", pattern, e.what()));
-  }
-}
 
 void check_selection(const std::vector<SpecFile>& specs, const Selection& sel) {
   auto known_backend = [&](const std::string& b) {
@@ -40,7 +32,7 @@ void check_selection(const std::vector<SpecFile>& specs, const Selection& sel) {
 std::vector<PlannedVariant> plan_aot_sets(const std::vector<SpecFile>& specs, const Selection& sel,
                                           const fs::path& out_dir) {
   const bool filtered = !sel.variants.empty();
-  const std::regex filter = compile_filter(filtered ? sel.variants : ".*");
+  const Pattern filter(filtered ? sel.variants : "", "--variants");
   std::vector<PlannedVariant> out;
   for (size_t i = 0; i < specs.size(); ++i) {
     for (const std::string& backend : sel.backends) {
@@ -50,7 +42,7 @@ std::vector<PlannedVariant> plan_aot_sets(const std::vector<SpecFile>& specs, co
       for (VariantKey& key : specs[i].schema.aot_keys(backend)) {
         std::string name = to_string(key);
         if (targets != sel.targets.end() && !targets->second.count(key.target)) continue;
-        if (filtered && !std::regex_search(name, filter)) continue;
+        if (filtered && !filter.search(name)) continue;
         fs::path source = out_dir / backend / (name + b.source_suffix);
         out.push_back({i, std::move(key), std::move(name), std::move(source)});
       }

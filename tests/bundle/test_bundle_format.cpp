@@ -217,9 +217,62 @@ TEST_CASE("bundle files others may write, and non-files, are not used", "[bundle
   ::chmod(file.c_str(), 0664);
   CHECK_THROWS_WITH(FileSource::open(file), ContainsSubstring("writable by group or others"));
   CHECK(FileSource::open(file, /*require_trust=*/false)->size() == bytes.size());  // inspecting is fine
+  ::chmod(file.c_str(), 0644);
+  ::chmod(dir.c_str(), 0777);  // others could swap the bundle for their own
+  CHECK_THROWS_WITH(FileSource::open(file), ContainsSubstring("writable by other users"));
+  ::chmod(dir.c_str(), 01777);  // sticky, as /tmp: they cannot replace our file
+  CHECK(Reader(FileSource::open(file), file.string()).slots().size() == 3);
+  ::chmod(dir.c_str(), 0755);
   const fs::path fifo = dir / "fifo.ejkb";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   CHECK_THROWS_WITH(FileSource::open(fifo), ContainsSubstring("not a regular file"));
   CHECK_THROWS_WITH(FileSource::open(dir / "missing.ejkb"), ContainsSubstring("cannot open"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a payload cannot decompress past what its kind can be, nor at a ratio no binary has", "[bundle][format]") {
+  SECTION("a CPU object larger than any kernel") {
+    Entry e = make_entry(meta_of(0), binary_of(0, 3000));
+    e.size = kMaxCpuObjectSize + 1;  // the record's claim is refused before any payload is read
+    std::vector<Entry> entries;
+    entries.push_back(std::move(e));
+    const std::vector<uint8_t> bytes = encode_bundle(std::move(entries), "0.1.0-test");
+    const Reader r = read_bundle(bytes);
+    REQUIRE_FALSE(r.slots()[0].record);
+    CHECK_THAT(r.slots()[0].problem, ContainsSubstring("a cpu entry of"));
+  }
+  SECTION("a frame of zeros") {
+    std::vector<Entry> entries;
+    entries.push_back(make_entry(meta_of(0), std::vector<uint8_t>(8u << 20, 0)));
+    const std::vector<uint8_t> bytes = encode_bundle(std::move(entries), "0.1.0-test");
+    const Reader r = read_bundle(bytes);
+    REQUIRE_FALSE(r.slots()[0].record);
+    CHECK_THAT(r.slots()[0].problem, ContainsSubstring("compression"));
+  }
+  SECTION("a backend bundles do not hold") {
+    EntryMeta m = meta_of(0);
+    m.backend = "hip";
+    std::vector<Entry> entries;
+    entries.push_back(make_entry(m, binary_of(0, 3000)));
+    const std::vector<uint8_t> bytes = encode_bundle(std::move(entries), "0.1.0-test");
+    CHECK_THAT(read_bundle(bytes).slots()[0].problem, ContainsSubstring("backend \"hip\""));
+  }
+}
+
+TEST_CASE("records that share one stored payload are refused after the first", "[bundle][format]") {
+  // Two entries of the same binary compress to the same bytes; entry 1's record is pointed at
+  // entry 0's payload and its record checksum made valid again.
+  std::vector<Entry> entries;
+  for (int n = 0; n < 2; ++n) entries.push_back(make_entry(meta_of(n), binary_of(0, 4000)));
+  std::vector<uint8_t> bytes = encode_bundle(std::move(entries), "0.1.0-test");
+  const Placement p0 = placement(bytes, 0), p1 = placement(bytes, 1);
+  REQUIRE(p0.payload_size == p1.payload_size);
+  const uint32_t record_size = get_u32(bytes, kHeaderSize + kSlotSize + 8);
+  for (int b = 0; b < 8; ++b) bytes[p1.record + b] = uint8_t(p0.payload >> (8 * b));
+  const uint64_t sum = ejk::util::xxh3_64(std::span<const uint8_t>(bytes.data() + p1.record, record_size - 8));
+  for (int b = 0; b < 8; ++b) bytes[p1.record + record_size - 8 + b] = uint8_t(sum >> (8 * b));
+  const Reader r = read_bundle(bytes);
+  CHECK(r.read(0).bytes == binary_of(0, 4000));
+  REQUIRE_FALSE(r.slots()[1].record);
+  CHECK_THAT(r.slots()[1].problem, ContainsSubstring("overlaps entry 0"));
 }

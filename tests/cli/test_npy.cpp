@@ -161,7 +161,7 @@ TEST_CASE("npy: preambles and truncations", "[npy]") {
 TEST_CASE("npy: files that are not regular files are refused without blocking", "[npy]") {
   TempFile f;
   REQUIRE(::mkfifo(f.path.c_str(), 0600) == 0);
-  CHECK_THROWS_WITH(ejk::cli::load_npy(f.path), ContainsSubstring("not a readable regular file"));
+  CHECK_THROWS_WITH(ejk::cli::load_npy(f.path), ContainsSubstring("is a FIFO; expected a regular file"));
   CHECK_THROWS_WITH(ejk::cli::load_npy(f.path.parent_path() / "ejk-no-such-file.npy"),
                     ContainsSubstring("ejk-no-such-file.npy"));
 }

@@ -192,3 +192,17 @@ TEST_CASE("spec errors: AOT sets", "[spec]") {
   expect_error(replaced("causal: [false, true]", "causal: [false, yes]"), "yes", "backends.cpu.aot[0].causal[1]",
                "expected true or false");
 }
+
+TEST_CASE("spec errors: requirements, flags, modes and constant divisions a call would trip on", "[spec]") {
+  expect_error(replaced("requires: [avx2]", "requires: [f16cc]"), "avx2:", "backends.cpu.targets.avx2.requires",
+               "unknown CPU feature 'f16cc'");
+  expect_error(replaced("requires: [avx2]", "requires: [avx2, ' avx2']"), "avx2:",
+               "backends.cpu.targets.avx2.requires", "unknown CPU feature ' avx2'");
+  expect_error(replaced("flags: [\"-march=x86-64-v3\"]", "flags: [\"-march=x86\\0-64-v3\"]"), "avx2:",
+               "backends.cpu.targets.avx2.flags", "NUL byte");
+  expect_error(replaced("\"seqlen <= 32\"", "\"seqlen / 0 <= 32\""), "seqlen / 0", "backends.cpu.heuristic",
+               "divides by the constant 0");
+  expect_error(replaced("tensors:\n", "modes:\n  - {name: packed, when: y}\n  - {name: packed, when: y}\ntensors:\n"
+                                      "  - {name: y, layout: [N], dtypes: [i32], optional: true}\n"),
+               "- {name: packed, when: y}\ntensors", "modes[1]", "a second mode named 'packed'");
+}

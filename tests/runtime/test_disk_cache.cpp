@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +175,24 @@ TEST_CASE("list reports entries, verify finds payload damage, clear removes all"
   CHECK(f.cache.clear() == 3);
   CHECK(f.cache.list(true).empty());
   CHECK_FALSE(fs::exists(fs::path(f.cache.entry_path("test", k1, h1)).replace_extension(".lock")));
+}
+
+TEST_CASE("clear removes a FIFO, directory or symlink at an entry's path, never a link's target", "[cache]") {
+  Fixture f;
+  CAPTURE(f.seed);
+  const std::string k1 = f.key(), k2 = f.key(), k3 = f.key(), h = f.hash();
+  f.cache.store("test", f.key(), f.hash(), f.payload());  // makes the backend directory
+  const fs::path fifo = f.cache.entry_path("test", k1, h), dir = f.cache.entry_path("test", k2, h),
+                 link = f.cache.entry_path("test", k3, h), victim = fs::path(link).replace_filename("victim.txt");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fs::create_directories(fs::path(dir) / "inside");
+  write_all(victim, {1, 2, 3});
+  fs::create_symlink(victim, link);
+  CHECK(f.cache.clear() == 4);
+  CHECK_FALSE(fs::exists(fs::symlink_status(fifo)));
+  CHECK_FALSE(fs::exists(fs::symlink_status(dir)));
+  CHECK_FALSE(fs::exists(fs::symlink_status(link)));
+  CHECK(fs::exists(victim));
 }
 
 TEST_CASE("list flags a truncated entry without verifying payloads", "[cache]") {

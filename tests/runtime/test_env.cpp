@@ -75,6 +75,10 @@ TEST_CASE("env: env_string and env_path", "[env]") {
     CHECK(ejk::util::env_string(kVar) == "/a/b/../c/");
     CHECK(ejk::util::env_path(kVar) == std::filesystem::path("/a/c/"));
   }
+  {
+    ScopedEnv tilde(kVar, "~");  // EJK_CACHE_DIR='~' once made a folder "./~"
+    CHECK_THROWS_WITH(ejk::util::env_path(kVar), ContainsSubstring("'~' is expanded only by a shell"));
+  }
   ScopedEnv relative(kVar, "rel/dir");
   CHECK(ejk::util::env_path(kVar) == std::filesystem::current_path() / "rel" / "dir");
 }

@@ -2,10 +2,11 @@
  * message of the calling thread's last failure. Tensors are described, never owned.
  *
  * Versioning: option and context structs begin with struct_size, which the caller sets (the
- * *_init functions do) to the size it was compiled with. A library reads only the fields the
- * caller's size covers and defaults the rest, so fields can be added at the end without
- * breaking callers; a caller built against a newer header gets EJK_INVALID_ARGUMENT for a field
- * this library does not know, unless it is zero. */
+ * *_init functions do) to the size it was compiled with. A library takes the sizes of the
+ * versions it knows (an older one: the fields it lacks keep their defaults), so fields can be
+ * added at the end without breaking older callers; a caller built against a newer header gets
+ * EJK_INVALID_ARGUMENT naming the size, as any other size could make the library read past the
+ * caller's struct. */
 #ifndef EJK_EJK_H
 #define EJK_EJK_H
 #include <stddef.h>

@@ -77,6 +77,10 @@ EJK_API std::vector<OutputSpec> output_specs(std::string_view op, const Args& ar
 // nothing is compiled or launched, and tensors may have null data.
 EJK_API std::string variant_key(std::string_view op, const Args& args, const Context& ctx = {});
 
+// Every check a run makes, on the values of host-resident metadata (cum_seqlens on the CPU)
+// too; outputs may be absent and nothing is planned, compiled or run.
+EJK_API void check_args(std::string_view op, const Args& args);
+
 // Runs `op`: its outputs are tensors of `args` too. Asynchronous on CUDA (ctx.stream).
 EJK_API RunInfo run(std::string_view op, const Args& args, const Context& ctx = {});
 

@@ -9,7 +9,6 @@
 #include <exception>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -20,6 +19,7 @@
 #include "ejk/admin.h"
 #include "ejk/bundle.h"
 #include "ejk/core/error.h"
+#include "ejk/core/pattern.h"
 #include "engine/host_cpu.h"
 #include "engine/keys.h"
 #include "engine/op_def.h"
@@ -134,23 +134,15 @@ class JobList {
   std::set<std::pair<std::string, std::string>> seen_;
 };
 
-std::regex variants_regex(const std::string& pattern) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw InvalidArgument(fmt::format("bundle build: --variants '{}': not a regular expression ({})", pattern, e.what()));
-  }
-}
-
 void add_aot_keys(JobList& jobs, const BundleBuildRequest& req, const std::vector<Platform>& on) {
   if (req.variants.empty()) return;
-  const std::regex re = variants_regex(req.variants);
+  const Pattern re(req.variants, "bundle build: --variants");
   for (const OpSchema* s : detail::all_op_schemas()) {
     if (!s->has_backend(req.backend)) continue;
     for (const Platform& p : on)
       if (const TargetDef* t = target_on(*s, req.backend, p))
         for (const VariantKey& key : s->aot_keys(req.backend))
-          if (key.target == t->name && std::regex_search(to_string(key), re)) jobs.add(*s, key, p);
+          if (key.target == t->name && re.search(to_string(key))) jobs.add(*s, key, p);
   }
 }
 
@@ -271,6 +263,7 @@ std::vector<bundle::Entry> compile_all(const std::vector<Job>& jobs, int threads
 BundleBuildReport build_bundle(const BundleBuildRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   if (req.out.empty()) throw InvalidArgument("bundle build: --out: expected the bundle file to write");
+  bundle::check_output_path(req.out, "bundle build: --out");  // before the compile, not after
   if (req.variants.empty() && req.keys.empty())
     throw InvalidArgument("bundle build: expected --variants REGEX (over the specs' AOT keys) or --key KEY");
   if (req.backend != "cpu" && req.backend != "cuda")
@@ -297,7 +290,7 @@ BundleBuildReport build_bundle(const BundleBuildRequest& req) {
   rep.stored_size = bytes.size();
   std::error_code ec;
   if (req.out.has_parent_path()) fs::create_directories(req.out.parent_path(), ec);
-  bundle::write_bundle(req.out, bytes);
+  bundle::write_bundle(req.out, bytes);  // checks the path again: it may have changed meanwhile
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

@@ -10,6 +10,7 @@
 #include "api/c_support.h"
 #include "ejk/core/error.h"
 #include "ejk/op.h"
+#include "engine/op_def.h"
 
 namespace ejk::capi {
 namespace {
@@ -50,6 +51,8 @@ TensorView to_view(const ejk_tensor& t, const char* name) {
   if (t.device_kind < EJK_DEVICE_CPU || t.device_kind > EJK_DEVICE_HIP)
     throw InvalidArgument(fmt::format("{}: unknown device kind {}", name, t.device_kind));
   if (t.device_index < 0) throw InvalidArgument(fmt::format("{}: device index must be >= 0, got {}", name, t.device_index));
+  for (int32_t i = 0; i < t.rank; ++i)
+    if (t.shape[i] < 0) throw InvalidArgument(fmt::format("{}: dim {} is {}; dims must be >= 0", name, i, t.shape[i]));
   TensorView v;
   v.data = t.data;
   v.dtype = static_cast<DType>(t.dtype);
@@ -59,16 +62,14 @@ TensorView to_view(const ejk_tensor& t, const char* name) {
   return v;
 }
 
-void read_versioned(const void* in, void* out, size_t ours, const char* name) {
+void read_versioned(const void* in, void* out, size_t ours, const char* name, std::initializer_list<size_t> older) {
   uint32_t size = 0;
   std::memcpy(&size, in, sizeof(size));
-  if (size < sizeof(uint32_t) || size > (1u << 16))
-    throw InvalidArgument(fmt::format("{}: struct_size {} is not a size (call its _init function first)", name, size));
-  const auto* bytes = static_cast<const unsigned char*>(in);
-  for (size_t i = ours; i < size; ++i)
-    if (bytes[i] != 0)
-      throw InvalidArgument(fmt::format("{}: sets a field this library (ABI {}) does not know, at byte {}; upgrade "
-                                        "libejk", name, EJK_ABI_VERSION, i));
+  const bool known = size == ours || std::find(older.begin(), older.end(), size_t(size)) != older.end();
+  if (!known)
+    throw InvalidArgument(fmt::format("{}: struct_size {} is not the size of a version this library (ABI {}) knows "
+                                      "({} bytes); call its _init function first, or upgrade libejk",
+                                      name, size, EJK_ABI_VERSION, ours));
   std::memcpy(out, in, std::min<size_t>(size, ours));
 }
 
@@ -113,6 +114,11 @@ Args to_args(const ejk_arg* args, int32_t num_args, const char* caller) {
   for (int32_t i = 0; i < num_args; ++i) {
     const ejk_arg& x = args[i];
     if (x.name == nullptr) throw InvalidArgument(fmt::format("{}: argument {} has no name", caller, i));
+    // Set twice, the later would silently win; a caller's mistake either way.
+    const bool tuning = x.kind == EJK_ARG_TUNE;
+    const bool seen = tuning ? std::any_of(a.tuning().begin(), a.tuning().end(), [&](const auto& e) { return e.first == x.name; })
+                             : a.tensor(x.name) != nullptr || a.scalar(x.name) != nullptr;
+    if (seen) throw InvalidArgument(fmt::format("{}: argument '{}' is given twice", caller, x.name));
     switch (x.kind) {
       case EJK_ARG_TENSOR:
         if (x.tensor == nullptr) throw InvalidArgument(fmt::format("{}: tensor argument without a tensor", x.name));
@@ -129,12 +135,26 @@ Args to_args(const ejk_arg* args, int32_t num_args, const char* caller) {
   return a;
 }
 
+// An output whose stride is 0 in a dim of size > 1 writes every index of that dim to the same
+// memory: the result is whichever write lands last. A C caller builds strides by hand, so
+// this is where such a descriptor is refused.
+void refuse_overlapping_outputs(const char* op, const Args& a) {
+  for (const TensorArgDef& t : engine::find_op(op).schema().tensors()) {
+    const TensorView* v = t.output ? a.tensor(t.name) : nullptr;
+    for (int64_t d = 0; v && d < v->shape.size(); ++d)
+      if (v->strides[d] == 0 && v->shape[d] > 1)
+        throw InvalidArgument(fmt::format("{}: {}: stride 0 in dim {} (size {}): an output's elements must not "
+                                          "share memory", op, t.name, d, v->shape[d]));
+  }
+}
+
 }  // namespace ejk::capi
 
 extern "C" int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx) {
   return capi::guarded([&] {
     if (op == nullptr) throw InvalidArgument("ejk_run: op is NULL");
     const Args a = capi::to_args(args, num_args, "ejk_run");
+    capi::refuse_overlapping_outputs(op, a);
     CpuExecutor executor;
     ejk::run(op, a, capi::to_context(ctx, executor));
   });
@@ -146,6 +166,7 @@ extern "C" int ejk_variant_key(const char* op, const ejk_arg* args, int32_t num_
     if (op == nullptr) throw InvalidArgument("ejk_variant_key: op is NULL");
     if (key == nullptr || key_size <= 0) throw InvalidArgument("ejk_variant_key: key: expected a buffer");
     const Args a = capi::to_args(args, num_args, "ejk_variant_key");
+    capi::refuse_overlapping_outputs(op, a);
     CpuExecutor executor;
     const std::string k = ejk::variant_key(op, a, capi::to_context(ctx, executor));
     if (static_cast<int64_t>(k.size()) >= key_size)

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -18,9 +19,12 @@ Context to_context(const ejk_context* ctx, CpuExecutor& executor);
 // A C argument array as Args; `caller` names the function in errors.
 Args to_args(const ejk_arg* args, int32_t num_args, const char* caller);
 
-// Copies a caller's versioned struct (struct_size first) into `out`, which holds the defaults:
-// fields past the caller's size keep them; bytes past ours must be zero.
-void read_versioned(const void* in, void* out, size_t ours, const char* name);
+// Copies a caller's versioned struct (struct_size first) into `out`, which holds the defaults.
+// struct_size must be the size of a version this library knows (ours, or an older one in
+// `older`, whose missing fields keep their defaults): any other size could make the library
+// read past the caller's struct.
+void read_versioned(const void* in, void* out, size_t ours, const char* name,
+                    std::initializer_list<size_t> older = {});
 
 void set_last_error(std::string message);
 const char* last_error();

@@ -136,6 +136,10 @@ std::string variant_key(std::string_view name, const Args& args, const Context& 
   return engine::plan_for(c.b, backend, /*load=*/false)->key_string;
 }
 
+void check_args(std::string_view name, const Args& args) {
+  BoundCall c(name, args, /*shapes_only=*/false, /*outputs_optional=*/true);
+}
+
 RunInfo run(std::string_view name, const Args& args, const Context& ctx) {
   const engine::OpDef& op = engine::find_op(name);
   return engine::call(op, engine::pack_args(op, args), ctx);

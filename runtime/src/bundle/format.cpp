@@ -170,7 +170,19 @@ std::optional<Record> decode_record(std::span<const uint8_t> bytes, std::string&
                           kMaxEntrySize);
     return std::nullopt;
   }
+  if (problem = check_entry_size(r); !problem.empty()) return std::nullopt;
   return r;
+}
+
+std::string check_entry_size(const Record& r) {
+  const uint64_t limit = r.meta.backend == "cpu" ? kMaxCpuObjectSize : r.meta.backend == "cuda" ? kMaxCubinSize : 0;
+  if (limit == 0) return fmt::format("record: backend \"{}\": a bundle holds cpu or cuda entries", printable(r.meta.backend));
+  if (r.size > limit)
+    return fmt::format("record: a {} entry of {} bytes (at most {} bytes)", r.meta.backend, r.size, limit);
+  if (r.size > kRatioFloor && r.size / kMaxCompressionRatio > r.stored_size)
+    return fmt::format("record: {} bytes stored in {} (more than {}x compression: not a kernel binary)", r.size,
+                       r.stored_size, kMaxCompressionRatio);
+  return {};
 }
 
 std::string check_name(std::string_view field, std::string_view value) {

@@ -54,7 +54,16 @@ inline constexpr size_t kRecordChecksumSize = 8;
 // Limits that keep a flipped bit from becoming a huge allocation.
 inline constexpr uint32_t kMaxEntries = 1u << 20;
 inline constexpr size_t kMaxStringSize = 4096;
-inline constexpr uint64_t kMaxEntrySize = uint64_t(1) << 30;  // a decompressed binary
+inline constexpr uint64_t kMaxEntrySize = uint64_t(64) << 20;  // a decompressed binary, any kind
+// What a decompressed entry may be: a CPU object or a cubin of one variant is ~10-100 KB, so
+// these leave two orders of magnitude of room and still keep a crafted frame of zeros from
+// costing seconds and gigabytes per entry. Backends other than cpu and cuda have no entries.
+inline constexpr uint64_t kMaxCpuObjectSize = uint64_t(16) << 20;
+inline constexpr uint64_t kMaxCubinSize = uint64_t(64) << 20;
+// Decompressed size over stored size: real objects compress 3-10x; runs of zeros compress
+// thousands of times. Payloads below kRatioFloor are exempt (tiny frames have a fixed cost).
+inline constexpr uint64_t kMaxCompressionRatio = 64;
+inline constexpr uint64_t kRatioFloor = uint64_t(1) << 20;
 
 struct Header {
   uint32_t format_version = kFormatVersion;
@@ -89,6 +98,10 @@ std::vector<uint8_t> encode_record(const Record& r);
 // The header from its 128 bytes, or why not: names the field and what was expected. A newer
 // format version is refused here, naming both versions and the bundle's generator.
 std::optional<Header> decode_header(std::span<const uint8_t> bytes, std::string& problem);
+
+// Why a record's sizes cannot be an entry of its backend (too large for its kind, or a
+// compression ratio no binary has), or empty.
+std::string check_entry_size(const Record& r);
 
 // One record from its bytes (exactly the slot's size), or why not.
 std::optional<Record> decode_record(std::span<const uint8_t> bytes, std::string& problem);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -61,6 +62,8 @@ std::unique_ptr<FileSource> FileSource::open(const std::filesystem::path& path, 
     why = fmt::format("'{}' is a {}, not a regular file", path.string(), cache::trust::file_kind(st.st_mode));
   else if (require_trust)
     why = cache::trust::check_entry_file(path, st);
+  // As for the cache: whoever may replace files in the bundle's directory chooses its code.
+  if (!why && require_trust) why = cache::trust::check_file_directory(path.has_parent_path() ? path.parent_path() : ".");
   if (why) {
     ::close(fd);
     throw InvalidArgument(fmt::format("bundle '{}': not used: {}", path.string(), *why));
@@ -128,6 +131,28 @@ void Reader::read_manifest() {
       continue;
     }
     s.record = std::move(r);
+  }
+  refuse_shared_payloads();
+}
+
+// Each entry owns its stored bytes: records pointing into one payload would make one small
+// frame cost its decompression once per record.
+void Reader::refuse_shared_payloads() {
+  std::vector<std::pair<uint64_t, size_t>> starts;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].record) starts.emplace_back(slots_[i].record->payload_offset, i);
+  std::sort(starts.begin(), starts.end());
+  uint64_t end = 0;
+  size_t owner = 0;
+  for (const auto& [at, i] : starts) {
+    const Record& r = *slots_[i].record;
+    if (at < end) {
+      slots_[i].problem = fmt::format("payload at {} of {} bytes overlaps entry {}'s", at, r.stored_size, owner);
+      slots_[i].record.reset();
+      continue;
+    }
+    end = at + r.stored_size;
+    owner = i;
   }
 }
 

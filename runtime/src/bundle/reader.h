@@ -80,6 +80,7 @@ class Reader {
 
  private:
   void read_manifest();
+  void refuse_shared_payloads();
   std::string check_placement(const Record& r) const;
 
   std::unique_ptr<ByteSource> source_;

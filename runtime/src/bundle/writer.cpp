@@ -1,6 +1,11 @@
 #include "bundle/writer.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <tuple>
@@ -94,7 +99,23 @@ std::vector<uint8_t> encode_bundle(std::vector<Entry> entries, const std::string
   return out;
 }
 
+void check_output_path(const std::filesystem::path& path, std::string_view option) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw InvalidArgument(fmt::format("{} {}: {}", option, path.string(), std::strerror(errno)));
+  }
+  const char* kind = S_ISLNK(st.st_mode) ? "a symlink" : S_ISDIR(st.st_mode) ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : !S_ISREG(st.st_mode) ? "not a regular file" : st.st_uid != ::geteuid() ? "another user's file"
+                     : nullptr;
+  if (kind)
+    throw InvalidArgument(fmt::format("{} {}: is {}; expected a new path or a regular file of this user", option,
+                                      path.string(), kind));
+}
+
 void write_bundle(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
+  check_output_path(path, "bundle");
   std::string note = cache::io::write_file_atomic(path, bytes);
   (void)note;  // the bundle is in place; a directory fsync that failed only delays durability
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bundle/format.h"
@@ -28,6 +29,10 @@ Entry make_entry(EntryMeta meta, std::span<const uint8_t> binary);
 // The whole file: header, manifest, payloads, entries sorted by (backend, key, arch), so the
 // same entries give the same bytes. InvalidArgument for two entries with the same identity.
 std::vector<uint8_t> encode_bundle(std::vector<Entry> entries, const std::string& generator_version);
+
+// InvalidArgument unless `path` is free or a regular file of this user (not a symlink, device
+// node, FIFO or directory, nor another user's file): what a bundle may replace.
+void check_output_path(const std::filesystem::path& path, std::string_view option);
 
 // Writes `bytes` to `path` atomically (a temp file beside it, fsync, rename); ejk::Error
 // naming the path on failure.

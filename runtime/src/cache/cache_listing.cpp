@@ -122,9 +122,19 @@ size_t clear_backend(const fs::path& dir) {
     const fs::path path = dir / name;
     std::string key, hash_prefix;
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (names::split_entry_name(name, key, hash_prefix)) {
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    const bool entry_name = names::split_entry_name(name, key, hash_prefix);
+    if (entry_name && S_ISDIR(st.st_mode)) {
+      // A directory where an entry belongs would block that entry's store forever.
+      std::error_code ec;
+      removed += fs::remove_all(path, ec) > 0 && !ec;
+      continue;
+    }
+    if (entry_name) {
+      // Regular files, and a FIFO or symlink at an entry's path (the link itself, never its target).
       removed += ::unlink(path.c_str()) == 0;
+    } else if (!S_ISREG(st.st_mode)) {
+      continue;
     } else if (names::is_lock_name(name)) {
       // Only unheld locks: removing a held one would let a second builder start.
       if (auto held = EntryLock::try_acquire(path)) held->remove_file();

@@ -90,6 +90,18 @@ std::optional<std::string> check_entry_file(const fs::path& path, const struct s
   return std::nullopt;
 }
 
+std::optional<std::string> check_file_directory(const fs::path& dir) {
+  const std::vector<fs::path> dirs = prefixes(fs::absolute(dir).lexically_normal());
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    struct stat st;
+    if (::stat(dirs[i].c_str(), &st) != 0)
+      return fmt::format("cannot access '{}': {}", dirs[i].string(), std::strerror(errno));
+    if (auto problem = check_directory(dirs[i], st, i + 1 == dirs.size() ? Level::Guard : Level::Ancestor))
+      return problem;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_tree(const fs::path& root, std::string_view backend) {
   return check_prefixes(root, backend, {});
 }

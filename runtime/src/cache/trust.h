@@ -24,6 +24,11 @@ std::optional<std::string> check_entry_file(const std::filesystem::path& path,
 // cannot be trusted, or nullopt. Missing directories are fine: there is nothing to load.
 std::optional<std::string> check_tree(const std::filesystem::path& root, std::string_view backend);
 
+// Why the directory holding a file code is loaded from (a bundle) cannot be trusted, or
+// nullopt: `dir` as the cache root's parent is (ours or root's, writable by nobody else unless
+// sticky), the directories above it as the cache's ancestors are.
+std::optional<std::string> check_file_directory(const std::filesystem::path& dir);
+
 // Creates what is missing of `root/backend` with `mode` (0755 for a cache others may read,
 // 0700 for a private one), then checks the tree. Throws ejk::Error with the reason.
 void ensure_tree(const std::filesystem::path& root, std::string_view backend, mode_t mode);

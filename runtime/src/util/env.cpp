@@ -54,6 +54,10 @@ bool env_bool(const char* name, bool fallback) {
 std::optional<fs::path> env_path(const char* name) {
   std::optional<std::string> text = env_string(name);
   if (!text) return std::nullopt;
+  // Quoted, '~' reaches us unexpanded; taken as a relative path it would make a folder "~".
+  if (!text->empty() && text->front() == '~')
+    throw InvalidArgument(fmt::format("{}=\"{}\": '~' is expanded only by a shell, not in quotes; give the "
+                                      "full path", name, *text));
   fs::path path(*text);
   if (path.is_relative()) {
     std::error_code ec;
