@@ -57,7 +57,7 @@ class RecurrentCase final : public OpCase {
     }
     if (init_) in.push_back({"initial_state", {b, h, k, v}, DType::f32});
     if (varlen_) in.push_back({"cu_seqlens", {b + 1}, DType::i32});
-    if (backward_) in.push_back({"do", tokens(v), dtype});
+    if (backward_) in.push_back({"d_o", tokens(v), dtype});
     if (backward_ && dht_) in.push_back({"d_final_state", {b, h, k, v}, DType::f32});
     return in;
   }

@@ -156,7 +156,7 @@ inline Call make_call(const Problem& p, bool backward, uint64_t seed) {
     if (p.state) c.outputs.emplace_back("final_state", poisoned(state, DType::f32));
     return c;
   }
-  input("do", p.v, false);
+  input("d_o", p.v, false);
   if (p.dht) state_input("d_final_state");
   for (const char* name : {"dq", "dk", "dg", "dgk"}) c.outputs.emplace_back(name, poisoned(tokens(p.k), p.dtype));
   for (const char* name : {"dv", "dgv"}) c.outputs.emplace_back(name, poisoned(tokens(p.v), p.dtype));

@@ -171,13 +171,13 @@ TEST_CASE("the reference backward matches finite differences of the reference fo
     auto loss = [&] {
       Args a;
       for (const auto& [name, b] : bwd.inputs)
-        if (name != "do" && name != "d_final_state") a.set(name, b.view);
+        if (name != "d_o" && name != "d_final_state") a.set(name, b.view);
       if (bwd.varlen) a.set("cu_seqlens", bwd.cu.view());
       if (p.reverse) a.set("reverse", true);
       const auto out = reference("recurrent_attention", a);
       double l = 0;
       for (const auto& r : out) {
-        const std::vector<double> w = values(*bargs.tensor(r.name == "o" ? "do" : "d_final_state"));
+        const std::vector<double> w = values(*bargs.tensor(r.name == "o" ? "d_o" : "d_final_state"));
         for (size_t i = 0; i < r.values.size(); ++i) l += r.values[i] * w[i];
       }
       return l;
@@ -258,7 +258,7 @@ TEST_CASE("bad recurrent attention input names the argument", "[recurrent][error
   const Call bc = make_call(bp, true, 7);
   Args b = bc.all(false);
   const Tensor do_bad = Tensor::empty({bp.b, bp.t + 1, bp.h, bp.v}, DType::f32);
-  b.set("do", do_bad.view());
+  b.set("d_o", do_bad.view());
   CHECK_THAT(error_of([&] { run("recurrent_attention_backward", b); }), ContainsSubstring("do: dim 1 (T)"));
 }
 
