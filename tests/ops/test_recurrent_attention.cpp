@@ -158,7 +158,7 @@ TEST_CASE("recurrent attention: a zero-length sequence passes its state through"
 }
 
 // The reference's gradients against central differences of its forward, in float64 on f32
-// inputs: loss = sum(o * do) + sum(final_state * d_final_state).
+// inputs: loss = sum(o * d_o) + sum(final_state * d_final_state).
 TEST_CASE("the reference backward matches finite differences of the reference forward", "[recurrent][reference]") {
   for (int variant = 0; variant < 3; ++variant) {
     Problem p;
@@ -259,7 +259,7 @@ TEST_CASE("bad recurrent attention input names the argument", "[recurrent][error
   Args b = bc.all(false);
   const Tensor do_bad = Tensor::empty({bp.b, bp.t + 1, bp.h, bp.v}, DType::f32);
   b.set("d_o", do_bad.view());
-  CHECK_THAT(error_of([&] { run("recurrent_attention_backward", b); }), ContainsSubstring("do: dim 1 (T)"));
+  CHECK_THAT(error_of([&] { run("recurrent_attention_backward", b); }), ContainsSubstring("d_o: dim 1 (T)"));
 }
 
 TEST_CASE("recurrent attention output specs follow the inputs", "[recurrent][api]") {
