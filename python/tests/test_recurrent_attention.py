@@ -156,6 +156,19 @@ def test_gradients_bfloat16(rng):
                 dtype_name="bfloat16")
 
 
+def test_final_state_alone(rng):
+    """Only final_state in the loss: o's cotangent reaches the backward op as zeros, so q's is 0."""
+    x = inputs(rng, gates=("g",), init=True)
+    dq, dk = jax.grad(lambda q, k: recurrent_attention(*positional({**x, "q": q, "k": k}), return_state=True)[1].sum(),
+                      argnums=(0, 1))(x["q"], x["k"])
+    assert not np.asarray(dq).any()
+    with jax.enable_x64(True):
+        want = jax.grad(lambda k: recurrent_reference.recurrent_attention(
+            jnp, **{n: jnp.asarray(np.asarray(a, np.float64)) for n, a in x.items() if n != "k"}, k=k)[1].sum())(
+            jnp.asarray(np.asarray(x["k"], np.float64)))
+    assert_rel_l2(dk, np.asarray(want))
+
+
 def test_g_and_gk_get_the_same_gradient(rng):
     x = inputs(rng, gates=("g", "gk"))
     dg, dgk = jax.grad(lambda g, gk: recurrent_attention(x["q"], x["k"], x["v"], g, None, gk).sum(),

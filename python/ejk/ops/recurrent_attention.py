@@ -48,7 +48,8 @@ def recurrent_attention(fw, query, key, value, g=None, g_gamma=None, gk=None, gv
 WRAPPERS = (recurrent_attention,)
 
 # Each differentiable input and its gradient among the backward op's outputs.
-_GRADIENT_OF = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "gk": "dgk", "gv": "dgv", "initial_state": "d_initial_state"}
+_GRADIENT_OF = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "gk": "dgk", "gv": "dgv",
+                "initial_state": "d_initial_state"}
 
 
 def _backward(call, shape, inputs, scalars, grads):
