@@ -1,0 +1,79 @@
+"""recurrent_attention, with ``ejkernel.modules.recurrent_attention``'s signature, differentiable
+through recurrent_attention_backward (dense and packed varlen)."""
+
+# The seed's positional tensors and the spec's names for them.
+_TENSORS = (("query", "q"), ("key", "k"), ("value", "v"), ("g", "g"), ("g_gamma", "g_gamma"), ("gk", "gk"),
+            ("gv", "gv"), ("initial_state", "initial_state"), ("cu_seqlens", "cu_seqlens"))
+
+
+def recurrent_attention(fw, query, key, value, g=None, g_gamma=None, gk=None, gv=None, initial_state=None,
+                        cu_seqlens=None, /, *, softmax_scale=None, reverse=False, return_state=False, platform=None,
+                        cfg=None):
+    """Gated linear attention as a recurrence, as ``ejkernel.modules.recurrent_attention``; differentiable.
+
+    Per sequence and head, a state S [K, V] (float32, from initial_state or zeros) walks the
+    tokens; every gate is in log space: S *= exp(g_t)[:, None]; S *= exp(g_gamma[h]);
+    S *= exp(gk_t)[:, None]; S *= exp(gv_t)[None, :]; S += k_t v_t^T; o_t = (scale q_t)^T S,
+    read after the token's own update.
+
+    Args:
+      query, key: [B, T, H, K]; packed varlen (with cu_seqlens): [T, H, K] or [1, T, H, K].
+      value: [B, T, H, V] (varlen [T, H, V] or [1, T, H, V]). float32, bfloat16 or float16; the
+        per-token gates in the same dtype.
+      g, gk: [B, T, H, K] log decays of the state's rows (the key dim), g applied before gk.
+      g_gamma: float32 [H], a log decay per head at every token (not differentiated).
+      gv: [B, T, H, V] log decays of the state's columns (the value dim).
+      initial_state: float32 [B, H, K, V] (varlen [N, H, K, V]: one per sequence); default zeros.
+      cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, non-decreasing,
+        ending at T (not differentiated).
+      softmax_scale: multiplies q (default 1/sqrt(K)).
+      reverse: walk every sequence from its last token to its first.
+      return_state: also return the final state.
+      platform ("auto" or None), cfg: None only.
+
+    Returns:
+      o [B, T, H, V] (value's shape, query's dtype); with return_state, (o, final_state) where
+      final_state is float32 [B, H, K, V] (varlen [N, H, K, V]). Gradients reach query, key,
+      value, g, gk, gv and initial_state (the states are recomputed from checkpoints, not
+      saved per token); those of g and gk are equal, as both scale the same rows.
+    """
+    fw.refuse("recurrent_attention", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    return_state = fw.scalar("return_state", return_state, "bool")
+    tensors = {name: fw.array(seed, x) for (seed, name), x in
+               zip(_TENSORS, (query, key, value, g, g_gamma, gk, gv, initial_state, cu_seqlens))}
+    result = fw.call("recurrent_attention", **tensors, softmax_scale=softmax_scale, reverse=reverse)
+    return (result["o"], result["final_state"]) if return_state else result["o"]
+
+
+WRAPPERS = (recurrent_attention,)
+
+# Each differentiable input and its gradient among the backward op's outputs.
+_GRADIENT_OF = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "gk": "dgk", "gv": "dgv",
+                "initial_state": "d_initial_state"}
+
+
+def _backward(call, shape, inputs, scalars, grads):
+    """The backward op on the forward's inputs and the outputs' gradients; of its gradients,
+    those of the inputs given (one of a gate not given is that of a gate of zeros)."""
+    result = call("recurrent_attention_backward", **inputs, **scalars, d_o=grads["o"],
+                  d_final_state=grads.get("final_state"))
+    return {name: result[d] for name, d in _GRADIENT_OF.items() if name in inputs}
+
+
+GRADIENTS = {"recurrent_attention": _backward}
+
+
+def _vmap(op, size, names, in_batched, operands):
+    """Dense: the mapped axis folds into B (every tensor but g_gamma leads with B, as does every
+    output); packed varlen and a mapped g_gamma map one example at a time."""
+    from .. import _batching
+    batched = dict(zip(names, in_batched))
+    if "cu_seqlens" in names or batched.get("g_gamma"):
+        return _batching.sequential(op, in_batched, operands)
+    q = operands[0]
+    batch = q.shape[1] if batched["q"] else q.shape[0]
+    folded = [x if name == "g_gamma" else _batching.fold(x, b, size) for name, x, b in zip(names, operands, in_batched)]
+    return tuple(_batching.unfold(y, size, batch) for y in op(*folded))
+
+
+VMAP = {"recurrent_attention": _vmap, "recurrent_attention_backward": _vmap}
