@@ -14,8 +14,9 @@ old_src=$1; shift
 OUT=${OUT:-/tmp/ejk-out}
 mkdir -p "$OUT"
 # The grid's keys (bf16, sm90a; bench/api/grid.py's rows pick them by the spec's heuristic), every
-# CPU key (no JIT here) and every non-flash CUDA key; the tests JIT the other flash keys by NVRTC.
-keys='\.cpu\.|^(?!flash_fwd\.cuda)|flash_fwd\.cuda\.sm90a\.bf16\.(d64\.bq128\.bk128\.causal$|d64\.bq192\.bk128(\.causal(\.items)?)?$|d128\.bq128\.bk128(\.causal)?$|d128\.bq128\.bk192\.causal$|d256\.bq128\.bk80(\.causal)?$)'
+# CPU key (no JIT here) and every non-flash CUDA key, named by family (EJK_VARIANTS patterns have
+# no lookahead); the tests JIT the other flash keys by NVRTC.
+keys='\.cpu\.|^(mean_pool|merge_states|flash_fwd_bias_rows|recurrent)|^flash_fwd\.cuda\.sm90a\.bf16\.(d64\.bq128\.bk128\.causal$|d64\.bq192\.bk128(\.causal(\.items)?)?$|d128\.bq128\.bk128(\.causal)?$|d128\.bq128\.bk192\.causal$|d256\.bq128\.bk80(\.causal)?$)'
 
 configure_build() {  # SRC BUILD_DIR TARGETS...
   local src=$1 b=$2; shift 2
