@@ -40,16 +40,22 @@ inline std::string source_file(const std::string& rel) {
   return s.str();
 }
 
+// specs/targets.yaml: the table the specs' named targets come from.
+inline const TargetTable& target_table() {
+  static const TargetTable table = TargetTable::parse(source_file("specs/targets.yaml"), "specs/targets.yaml");
+  return table;
+}
+
 inline const OpSchema& flash_schema() {
   static const OpSchema schema =
-      OpSchema::parse(source_file("specs/flash_attention.yaml"), "specs/flash_attention.yaml");
+      OpSchema::parse(source_file("specs/flash_attention.yaml"), "specs/flash_attention.yaml", &target_table());
   return schema;
 }
 
 // The flash forward's bias copy (one kernel per arch, shared by every bias key).
 inline const OpSchema& bias_rows_schema() {
   static const OpSchema schema = OpSchema::parse(source_file("specs/flash_fwd_bias_rows.yaml"),
-                                                 "specs/flash_fwd_bias_rows.yaml");
+                                                 "specs/flash_fwd_bias_rows.yaml", &target_table());
   return schema;
 }
 
