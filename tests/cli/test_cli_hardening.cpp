@@ -1,4 +1,4 @@
-// Reproducers of issue 43 through the `ejk` and `ejk-gen` binaries: --load
+// Hostile input through the `ejk` and `ejk-gen` binaries, each a known reproducer: --load
 // validates before it converts or reads, files are regular files only, JSON depth is bounded,
 // --save and bundle --out never write through symlinks or into devices, user patterns match in
 // linear time. Each must end in a clean error (exit 2) or success, within the 60 s limit.

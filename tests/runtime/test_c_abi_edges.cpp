@@ -1,4 +1,4 @@
-// The C ABI's edges (issue 43's reproducers): a struct_size past the caller's struct, negative
+// The C ABI's edges, each a known reproducer: a struct_size past the caller's struct, negative
 // dims, an argument given twice, an absurd variant count. Each is EJK_INVALID_ARGUMENT with a
 // message naming the struct, tensor or argument; none reads memory it was not given.
 #include <catch2/catch_test_macros.hpp>
