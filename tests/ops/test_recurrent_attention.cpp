@@ -146,7 +146,8 @@ TEST_CASE("recurrent attention: a zero-length sequence passes its state through"
   Call c = make_call(p, false, 3);
   const auto ref = reference("recurrent_attention", c.inputs_only());
   const auto& st = std::find_if(ref.begin(), ref.end(), [](const ReferenceOutput& r) { return r.name == "final_state"; })->values;
-  const TensorView* h0 = c.inputs_only().tensor("initial_state");
+  const Args inputs = c.inputs_only();  // the view below points into it
+  const TensorView* h0 = inputs.tensor("initial_state");
   const int64_t per = p.h * p.k * p.v;
   for (int64_t e = per; e < 3 * per; ++e) CHECK(st[size_t(e)] == double(static_cast<const float*>(h0->data)[e]));
   check_problem(p, false, Device{}, 3);
