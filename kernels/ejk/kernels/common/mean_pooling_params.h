@@ -49,16 +49,10 @@ constexpr int kMeanPoolFwdBlocksPerSm = 3, kMeanPoolBwdBlocksPerSm = 4;
 // Widest column tile of a CPU task: its f32 sums and one converted row live on the stack.
 constexpr i64 kMeanPoolMaxColTile = 1024;
 
-// Tokens [begin, end) of sequence s in the packed token range. A varlen span is clamped into
-// [0, total]: a malformed cu_seqlens on the device (the host never reads it) can then give
-// wrong sums, but never a read or write outside the tensors.
-struct MeanPoolSpan {
-  i64 begin, end;
-};
+// Tokens [begin, end) of sequence s in the packed token range (base.h's token_span).
+using MeanPoolSpan = TokenSpan;
 EJK_HD MeanPoolSpan mean_pool_span(const MeanPoolParams& p, i64 s) {
-  if (p.cu_seqlens == nullptr) return {s * p.seqlen, (s + 1) * p.seqlen};
-  const i64 b = min_of(max_of((i64)p.cu_seqlens[s], (i64)0), p.total);
-  return {b, min_of(max_of((i64)p.cu_seqlens[s + 1], b), p.total)};
+  return token_span(p.cu_seqlens, p.seqlen, p.total, s);
 }
 
 // Offset in elements of token i (a packed index) of sequence s in `tokens`.

@@ -68,16 +68,10 @@ EJK_HD constexpr i64 recurrent_cuda_work_tiles(i64 total, i64 sequences, i64 hea
   return heads * v_tiles * recurrent_cuda_slots(total, sequences, chunk) + sequences * heads * v_tiles * chunk;
 }
 
-// Tokens [begin, end) of sequence s in the packed token range. A varlen span is clamped into
-// [0, total]: a malformed cu_seqlens on the device (the host never reads it) then gives wrong
-// results but never a read or write outside the tensors.
-struct RecurrentSpan {
-  i64 begin, end;
-};
+// Tokens [begin, end) of sequence s in the packed token range (base.h's token_span).
+using RecurrentSpan = TokenSpan;
 EJK_HD RecurrentSpan recurrent_span(const RecurrentParams& p, i64 s) {
-  if (p.cu_seqlens == nullptr) return {s * p.seqlen, (s + 1) * p.seqlen};
-  const i64 b = min_of(max_of((i64)p.cu_seqlens[s], (i64)0), p.total);
-  return {b, min_of(max_of((i64)p.cu_seqlens[s + 1], b), p.total)};
+  return token_span(p.cu_seqlens, p.seqlen, p.total, s);
 }
 
 // The packed token index of step n (0 first) of a sequence.
