@@ -159,7 +159,7 @@ TensorArgDef parse_tensor(const SpecReader& r, const YAML::Node& n, const std::s
                           std::vector<std::string>& symbols) {
   Fields f = r.open_fields(n, path);
   static const std::set<std::string> keys = {"name", "layout", "like", "dtypes", "optional", "output",
-                                             "contiguous", "sets_flag", "doc"};
+                                             "contiguous", "sets_flag", "in_place", "doc"};
   TensorArgDef t;
   t.line = f.line;
   for (const auto& [key, node] : f.entries()) {
@@ -180,6 +180,8 @@ TensorArgDef parse_tensor(const SpecReader& r, const YAML::Node& n, const std::s
   if (const YAML::Node* o = f.find("contiguous")) t.contiguous = r.boolean(*o, SpecReader::join(path, "contiguous"));
   t.sets_flag = check_flag_axis(r, f, path, axes);
   if (const YAML::Node* d = f.find("doc")) t.doc = r.text(*d, SpecReader::join(path, "doc"));
+  if (const YAML::Node* p = f.find("in_place")) t.in_place = r.scalar_list(*p, SpecReader::join(path, "in_place"), false);
+  if (!t.in_place.empty() && !t.output) r.fail(f.line, SpecReader::join(path, "in_place"), "only outputs can be written in place");
   if (!t.like.empty() && !t.output) r.fail(f.line, SpecReader::join(path, "like"), "only outputs take another tensor's shape");
   return t;
 }
@@ -352,6 +354,11 @@ void check_references(const SpecReader& r, const ArgSections& a, const std::vect
       auto src = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const TensorArgDef& u) { return u.name == t.like; });
       if (src == a.tensors.end() || src->output || src->optional)
         r.fail(t.line, "tensors." + t.name + ".like", fmt::format("'{}' is not a required input tensor", t.like));
+    }
+    for (const std::string& n : t.in_place) {
+      auto src = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const TensorArgDef& u) { return u.name == n; });
+      if (src == a.tensors.end() || src->output)
+        r.fail(t.line, "tensors." + t.name + ".in_place", fmt::format("'{}' is not an input tensor", n));
     }
     if (!t.output || internal) continue;
     // Every symbol of an output must be bound by some input layout: outputs can then be allocated.

@@ -85,6 +85,25 @@ TEST_CASE("outputs are sized from the inputs, and a run by name matches the type
   CHECK(std::memcmp(lse.data(), typed.lse.data(), lse.nbytes()) == 0);
 }
 
+TEST_CASE("an output that shares memory with an argument is refused", "[engine]") {
+  const Problem p;
+  Tensor out = Tensor::empty({2, 33, 4, 64}, DType::f32), lse = Tensor::empty({2, 4, 33}, DType::f32);
+  Args a = p.inputs();
+  a.set("out", p.q.view()).set("lse", lse.view());  // out written over q, which it reads
+  CHECK_THAT(error_of([&] { run("flash_attention", a); }), ContainsSubstring("flash_attention: out: overlaps the memory of q"));
+  TensorView tail = out.view();  // lse inside out's last rows
+  tail.data = out.data_as<float>() + out.numel() - lse.numel() / 2;
+  tail.shape = lse.view().shape, tail.strides = lse.view().strides;
+  a.set("out", out.view()).set("lse", tail);
+  CHECK_THAT(error_of([&] { run("flash_attention", a); }), ContainsSubstring("out: overlaps the memory of lse"));
+  TensorView rows = out.view();  // every query row of a head at one address
+  rows.strides = {33 * 4 * 64, 0, 64, 1};
+  a.set("out", rows).set("lse", lse.view());
+  CHECK_THAT(error_of([&] { run("flash_attention", a); }), ContainsSubstring("an output's elements must not share memory"));
+  a.set("out", out.view());
+  CHECK_NOTHROW(run("flash_attention", a));
+}
+
 TEST_CASE("variant_key validates without memory or a run", "[engine]") {
   Args shapes;
   shapes.set("q", TensorView{nullptr, DType::bf16, {}, {1, 128, 8, 96}, contiguous_strides({1, 128, 8, 96})});

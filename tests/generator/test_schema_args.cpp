@@ -107,6 +107,11 @@ TEST_CASE("spec args: outputs are sized by inputs", "[spec][args]") {
   expect_error(replaced("{name: z, like: x,", "{name: z, like: nope,"), "like", "'nope' is not a required input tensor");
   expect_error(replaced("{name: z, like: x, dtypes: [dtype], output: true}", "{name: z, like: x, dtypes: [dtype]}"),
                "like", "only outputs take another tensor's shape");
+  CHECK_NOTHROW(OpSchema::parse(replaced("{name: z, like: x,", "{name: z, like: x, in_place: [x],"), kFile));
+  expect_error(replaced("{name: z, like: x,", "{name: z, like: x, in_place: [nope],"), "in_place",
+               "'nope' is not an input tensor");
+  expect_error(replaced("{name: z, like: x, dtypes: [dtype], output: true}", "{name: z, like: x, dtypes: [dtype], in_place: [x]}"),
+               "in_place", "only outputs can be written in place");
 }
 
 TEST_CASE("spec args: modes, groups and scalars", "[spec][args]") {

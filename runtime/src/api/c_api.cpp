@@ -138,23 +138,12 @@ Args to_args(const ejk_arg* args, int32_t num_args, const char* caller) {
 // An output whose stride is 0 in a dim of size > 1 writes every index of that dim to the same
 // memory: the result is whichever write lands last. A C caller builds strides by hand, so
 // this is where such a descriptor is refused.
-void refuse_overlapping_outputs(const char* op, const Args& a) {
-  for (const TensorArgDef& t : engine::find_op(op).schema().tensors()) {
-    const TensorView* v = t.output ? a.tensor(t.name) : nullptr;
-    for (int64_t d = 0; v && d < v->shape.size(); ++d)
-      if (v->strides[d] == 0 && v->shape[d] > 1)
-        throw InvalidArgument(fmt::format("{}: {}: stride 0 in dim {} (size {}): an output's elements must not "
-                                          "share memory", op, t.name, d, v->shape[d]));
-  }
-}
-
 }  // namespace ejk::capi
 
 extern "C" int ejk_run(const char* op, const ejk_arg* args, int32_t num_args, const ejk_context* ctx) {
   return capi::guarded([&] {
     if (op == nullptr) throw InvalidArgument("ejk_run: op is NULL");
     const Args a = capi::to_args(args, num_args, "ejk_run");
-    capi::refuse_overlapping_outputs(op, a);
     CpuExecutor executor;
     ejk::run(op, a, capi::to_context(ctx, executor));
   });
@@ -166,7 +155,6 @@ extern "C" int ejk_variant_key(const char* op, const ejk_arg* args, int32_t num_
     if (op == nullptr) throw InvalidArgument("ejk_variant_key: op is NULL");
     if (key == nullptr || key_size <= 0) throw InvalidArgument("ejk_variant_key: key: expected a buffer");
     const Args a = capi::to_args(args, num_args, "ejk_variant_key");
-    capi::refuse_overlapping_outputs(op, a);
     CpuExecutor executor;
     const std::string k = ejk::variant_key(op, a, capi::to_context(ctx, executor));
     if (static_cast<int64_t>(k.size()) >= key_size)

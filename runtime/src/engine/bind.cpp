@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -12,6 +13,43 @@
 
 namespace ejk::engine {
 namespace {
+
+// The bytes [lo, hi) a tensor's elements lie in; empty for a tensor without elements.
+struct Extent {
+  uintptr_t lo = 0, hi = 0;
+};
+
+Extent extent_of(const TensorView& v) {
+  int64_t last = 0;  // check_memory has ruled out overflow
+  for (int64_t i = 0; i < v.rank(); ++i) {
+    if (v.shape[i] == 0) return {};
+    last += (v.shape[i] - 1) * v.strides[i];
+  }
+  const auto lo = reinterpret_cast<uintptr_t>(v.data);
+  return {lo, lo + uintptr_t(last + 1) * dtype_size(v.dtype)};
+}
+
+// Whether no two elements share an address: each dim, taken by increasing stride, must step over
+// everything the smaller ones reach. Sufficient, and true of every layout frameworks produce.
+bool elements_distinct(const TensorView& v) {
+  std::array<std::pair<int64_t, int64_t>, Dims::kMaxRank> dims{};  // (stride, size) of dims with size > 1
+  size_t n = 0;
+  for (int64_t i = 0; i < v.rank(); ++i) {
+    if (v.shape[i] == 0) return true;
+    if (v.shape[i] > 1) dims[n++] = {v.strides[i], v.shape[i]};
+  }
+  std::sort(dims.begin(), dims.begin() + n);
+  int64_t reach = 1;  // elements spanned by the dims so far
+  for (size_t i = 0; i < n; ++i) {
+    if (dims[i].first < reach) return false;
+    reach += dims[i].first * (dims[i].second - 1);
+  }
+  return true;
+}
+
+bool same_view(const TensorView& a, const TensorView& b) {
+  return a.data == b.data && a.dtype == b.dtype && a.shape == b.shape && a.strides == b.strides;
+}
 
 struct Binder {
   const OpDef& op;
@@ -198,6 +236,33 @@ struct Binder {
       }
   }
 
+  // Kernels write outputs while they read inputs: an output whose elements share memory, or that
+  // overlaps another argument, would race. The one exception is the input the spec lets an output
+  // be (in_place), and then only as exactly the same view.
+  void check_overlaps() const {
+    for (size_t i = 0; i < s.tensors().size(); ++i) {
+      const int t = static_cast<int>(i);
+      if (!b.has(t) || !def(t).output) continue;
+      const TensorView& v = b.tensor(t);
+      if (!elements_distinct(v))
+        fail(def(t).name, fmt::format("shape {} with strides {}: an output's elements must not share memory",
+                                      to_string(v.shape), to_string(v.strides)));
+      const Extent e = extent_of(v);
+      if (e.lo == e.hi || b.args->shapes_only) continue;
+      for (size_t j = 0; j < s.tensors().size(); ++j) {
+        const int u = static_cast<int>(j);
+        if (u == t || !b.has(u)) continue;
+        const Extent f = extent_of(b.tensor(u));
+        if (f.lo == f.hi || f.hi <= e.lo || e.hi <= f.lo) continue;
+        const std::vector<std::string>& may_be = def(t).in_place;
+        if (std::find(may_be.begin(), may_be.end(), def(u).name) != may_be.end() && same_view(v, b.tensor(u))) continue;
+        const std::string allowed = may_be.empty() ? ""
+            : fmt::format(" (it may be {} itself: the same pointer, shape and strides)", fmt::join(may_be, " or "));
+        fail(def(t).name, fmt::format("overlaps the memory of {}{}", def(u).name, allowed));
+      }
+    }
+  }
+
   // One number against the spec's range. f32 scalars are checked as the f32 the kernels get:
   // 1e300 becomes inf and 1e-300 becomes 0 there.
   void check_value(const ScalarArgDef& d, double v, const char* element) const {
@@ -282,6 +347,7 @@ Bound bind(const OpDef& op, const ArgPack& args) {
   bd.check_presence();
   bd.bind_scalars();
   bd.bind_tensors();
+  bd.check_overlaps();
   return bd.b;
 }
 

@@ -43,6 +43,7 @@ struct TensorArgDef {
   bool output = false;              // written by the op
   bool contiguous = false;          // the whole tensor must be contiguous (else: its last dim)
   std::string sets_flag;            // flag axis that is on when this tensor is given, or ""
+  std::vector<std::string> in_place;  // outputs: inputs it may be (the same memory and view)
   std::string doc;
   int line = 0;
 

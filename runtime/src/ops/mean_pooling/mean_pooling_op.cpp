@@ -19,22 +19,6 @@ namespace {
   throw InvalidArgument(fmt::format("{}: {}: {}", op.name(), op.schema().tensors()[tensor].name, what));
 }
 
-// Outputs are written by many tasks at once: no two of their elements may share memory.
-// Sufficient test: ordered by stride, each dim steps past everything the smaller ones span.
-void check_no_overlap(const MeanPoolingOp& op, int t, const TensorView& v) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims of size > 1
-  if (v.numel() == 0) return;
-  for (int64_t i = 0; i < v.rank(); ++i)
-    if (v.shape[i] > 1) dims.emplace_back(v.strides[i], v.shape[i]);
-  std::sort(dims.begin(), dims.end());
-  int64_t reach = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride < reach)
-      bad(op, t, fmt::format("elements overlap (strides {} for shape {}); an output needs distinct memory for each",
-                             to_string(v.strides), to_string(v.shape)));
-    reach += stride * (size - 1);
-  }
-}
 
 }  // namespace
 
@@ -51,7 +35,6 @@ void MeanPoolingOp::check(const engine::Bound& b) const {
   const bool varlen = b.mode >= 0;
   if (varlen && b.size(sym_T) > INT32_MAX)
     bad(*this, tokens, fmt::format("{} packed tokens do not fit cu_seqlens' i32 entries", b.size(sym_T)));
-  if (b.has(output)) check_no_overlap(*this, output, b.tensor(output));
   if (varlen && b.tensor(cu_seqlens).device.kind == DeviceKind::cpu && !b.args->shapes_only)
     engine::check_offsets(name(), "cu_seqlens", b.tensor(cu_seqlens), b.size(sym_T));
 }
