@@ -263,9 +263,9 @@ TEST_CASE("messages name the option as it is spelled and stay short", "[cli][har
 
 TEST_CASE("cache ls and verify count entries, not the other files beside them", "[cli][harden][cache]") {
   TempDir d("cache");
-  fs::create_directories(d.path / "v1" / "cpu");  // the cache's root is EJK_CACHE_DIR/v1
+  fs::create_directories(d.path / "v2" / "cpu");  // the cache's root is EJK_CACHE_DIR/v<format version>
   fs::permissions(d.path, fs::perms::owner_all);
-  write_text(d.path / "v1" / "cpu" / "stray.txt", "not an entry");
+  write_text(d.path / "v2" / "cpu" / "stray.txt", "not an entry");
   const std::string env = "env EJK_CACHE_DIR=" + d.path.string() + " ";
   const Proc ls = sh(env + kEjk + " cache ls");
   INFO(ls.out);

@@ -20,6 +20,9 @@ using ejk::test::StderrCapture;
 
 namespace {
 
+// The default root's last part: the entry format's version.
+const std::string kVersionDir = "v" + std::to_string(ejk::cache::kFormatVersion);
+
 const std::string kKey = "flash_fwd.cpu.test.d64";
 const std::string kHash = "0123456789abcdef0123456789abcdef";
 const std::vector<uint8_t> kPlanted = {'p', 'l', 'a', 'n', 't', 'e', 'd'};
@@ -144,14 +147,14 @@ TEST_CASE("the $TMPDIR fallback is private (0700) and checked", "[cache][trust]"
   ejk::test::ScopedEnv a("EJK_CACHE_DIR", std::nullopt), b("XDG_CACHE_HOME", std::nullopt),
       c("HOME", std::nullopt), d("TMPDIR", dir.path().string());
   const fs::path base = dir.path() / ("ejkernel-" + std::to_string(::geteuid()));
-  CHECK(ejk::cache::default_root() == base / "v1");
+  CHECK(ejk::cache::default_root() == base / kVersionDir);
   SECTION("created 0700 by the first store") {
     DiskCache cache;
     auto built = ejk::cache::get_or_build(cache, "cpu", kKey, kHash, builder());
     CHECK(built.source == Source::Jit);
     CHECK(mode_of(base) == 0700);
-    CHECK(mode_of(base / "v1") == 0700);
-    CHECK(mode_of(base / "v1" / "cpu") == 0700);
+    CHECK(mode_of(base / kVersionDir) == 0700);
+    CHECK(mode_of(base / kVersionDir / "cpu") == 0700);
     CHECK(ejk::cache::get_or_build(cache, "cpu", kKey, kHash, builder()).source == Source::Cache);
   }
   SECTION("pre-created by another user with a planted entry: refused") {

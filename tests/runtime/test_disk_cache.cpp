@@ -32,6 +32,9 @@ using ejk::cache::DiskCache;
 
 namespace {
 
+// The default root's last part: the entry format's version.
+const std::string kVersionDir = "v" + std::to_string(ejk::cache::kFormatVersion);
+
 struct Fixture {
   uint64_t seed = ejk::test::fresh_seed();
   std::mt19937_64 rng{seed};
@@ -177,6 +180,25 @@ TEST_CASE("list reports entries, verify finds payload damage, clear removes all"
   CHECK_FALSE(fs::exists(fs::path(f.cache.entry_path("test", k1, h1)).replace_extension(".lock")));
 }
 
+TEST_CASE("verify finds a flip in any byte of an entry's header", "[cache]") {
+  Fixture f;
+  CAPTURE(f.seed);
+  const std::string key = f.key(), hash = f.hash();
+  f.cache.store("test", key, hash, f.payload());
+  const fs::path path = f.cache.entry_path("test", key, hash);
+  const std::vector<uint8_t> good = read_all(path);
+  // Fixed fields, backend, key and the stored hash: the listing knows only the file name.
+  const size_t header = 40 + 4 + key.size() + hash.size();
+  for (size_t at = 0; at < header; ++at) {
+    CAPTURE(at);
+    std::vector<uint8_t> bad = good;
+    bad[at] ^= uint8_t(1u << (f.rng() % 8));
+    write_all(path, bad);
+    const auto listed = f.cache.list(/*verify=*/true);
+    CHECK((listed.size() == 1 && !listed[0].valid));
+  }
+}
+
 TEST_CASE("clear removes a FIFO, directory or symlink at an entry's path, never a link's target", "[cache]") {
   Fixture f;
   CAPTURE(f.seed);
@@ -235,18 +257,18 @@ TEST_CASE("default_root follows EJK_CACHE_DIR, then XDG_CACHE_HOME, then HOME", 
   {
     ejk::test::ScopedEnv a("EJK_CACHE_DIR", base + "/explicit");
     ejk::test::ScopedEnv b("XDG_CACHE_HOME", base + "/xdg");
-    CHECK(ejk::cache::default_root() == fs::path(base) / "explicit" / "v1");
+    CHECK(ejk::cache::default_root() == fs::path(base) / "explicit" / kVersionDir);
   }
   {
     ejk::test::ScopedEnv a("EJK_CACHE_DIR", std::nullopt);
     ejk::test::ScopedEnv b("XDG_CACHE_HOME", base + "/xdg");
-    CHECK(ejk::cache::default_root() == fs::path(base) / "xdg" / "ejkernel" / "v1");
+    CHECK(ejk::cache::default_root() == fs::path(base) / "xdg" / "ejkernel" / kVersionDir);
   }
   {
     ejk::test::ScopedEnv a("EJK_CACHE_DIR", std::nullopt);
     ejk::test::ScopedEnv b("XDG_CACHE_HOME", "relative/ignored");
     ejk::test::ScopedEnv c("HOME", base + "/home");
-    CHECK(ejk::cache::default_root() == fs::path(base) / "home" / ".cache" / "ejkernel" / "v1");
+    CHECK(ejk::cache::default_root() == fs::path(base) / "home" / ".cache" / "ejkernel" / kVersionDir);
   }
 }
 

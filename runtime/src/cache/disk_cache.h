@@ -25,7 +25,7 @@
 
 namespace ejk::cache {
 
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;
 
 // $EJK_CACHE_DIR, else $XDG_CACHE_HOME/ejkernel, else ~/.cache/ejkernel, else
 // $TMPDIR/ejkernel-<uid> (private: created 0700); then "/v1".

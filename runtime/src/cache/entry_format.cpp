@@ -22,6 +22,11 @@ std::string get_string(std::span<const uint8_t> in, size_t at, size_t n) {
   return std::string(reinterpret_cast<const char*>(in.data() + at), n);
 }
 
+// The checksum of a whole entry file (entry_format.h): the fixed fields seed the hash of the rest.
+uint64_t entry_checksum(std::span<const uint8_t> file) {
+  return util::xxh3_64(file.subspan(kFixedHeaderSize), util::xxh3_64(file.subspan(8, 24)));
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_entry(const std::string& backend, const std::string& key,
@@ -34,11 +39,13 @@ std::vector<uint8_t> encode_entry(const std::string& backend, const std::string&
   put_u32(out, static_cast<uint32_t>(key.size()));
   put_u32(out, static_cast<uint32_t>(hash_hex.size()));
   put_u64(out, payload.size());
-  put_u64(out, util::xxh3_64(payload));
+  put_u64(out, 0);  // the checksum, once the rest is written
   put_string(out, backend);
   put_string(out, key);
   put_string(out, hash_hex);
   out.insert(out.end(), payload.begin(), payload.end());
+  const uint64_t sum = entry_checksum(out);
+  for (int i = 0; i < 8; ++i) out[32 + i] = static_cast<uint8_t>(sum >> (8 * i));
   return out;
 }
 
@@ -102,9 +109,9 @@ std::string check_payload(const EntryHeader& header, std::span<const uint8_t> fi
   if (payload.size() != header.payload_size)
     return fmt::format("payload has {} bytes, header says {}", payload.size(),
                        header.payload_size);
-  uint64_t actual = util::xxh3_64(payload);
+  uint64_t actual = entry_checksum(file_bytes);
   if (actual != header.payload_checksum)
-    return fmt::format("payload checksum {} (header says {})", util::hex64(actual),
+    return fmt::format("checksum {} (header says {})", util::hex64(actual),
                        util::hex64(header.payload_checksum));
   return {};
 }

@@ -7,7 +7,8 @@
 //       16    4  key length      K
 //       20    4  hash length     H
 //       24    8  payload size    P
-//       32    8  XXH3-64 of the payload
+//       32    8  checksum: XXH3-64 of bytes 40.. (strings and payload), seeded with the
+//                XXH3-64 of bytes 8..31, so every byte but the magic and itself is covered
 //       40    B  backend, then K bytes of key, then H bytes of hash (hex)
 //   40+B+K+H P  payload
 //
@@ -55,7 +56,7 @@ struct EntryExpectation {
 std::string check_header(const EntryHeader& header, const EntryExpectation& expect,
                          uint64_t file_size);
 
-// Empty string when the payload bytes match the header's checksum; else the reason.
+// Empty string when the file's bytes match the header's checksum; else the reason.
 std::string check_payload(const EntryHeader& header, std::span<const uint8_t> file_bytes);
 
 }  // namespace ejk::cache

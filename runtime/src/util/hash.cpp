@@ -40,6 +40,10 @@ uint64_t xxh3_64(std::span<const uint8_t> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+uint64_t xxh3_64(std::span<const uint8_t> bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
+}
+
 std::string xxh3_128_hex(std::span<const uint8_t> bytes) {
   return canonical_hex(XXH3_128bits(bytes.data(), bytes.size()));
 }

@@ -12,6 +12,7 @@ namespace ejk::util {
 
 // 64-bit XXH3 of a byte range (payload checksums).
 uint64_t xxh3_64(std::span<const uint8_t> bytes);
+uint64_t xxh3_64(std::span<const uint8_t> bytes, uint64_t seed);
 
 // 128-bit XXH3 of a byte range as 32 lowercase hex characters.
 std::string xxh3_128_hex(std::span<const uint8_t> bytes);
