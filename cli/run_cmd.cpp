@@ -25,7 +25,16 @@ struct RunOptions {
   std::string dtype = "f32", backend = "cpu", iters = "5", seed = "0", save, load;
   bool check = false, json = false;
   std::map<std::string, std::string> tuning;  // axis -> value, from --block-q and the like
+  std::vector<const CLI::Option*> problem;     // the case's own options that take a value (sizes)
 };
+
+// The problem's size options as given, e.g. "--b 4 --sq 1024", for errors about the sizes.
+std::string given_sizes(const RunOptions& o) {
+  std::string out;
+  for (const CLI::Option* opt : o.problem)
+    if (opt->count() > 0) out += fmt::format("{}{} {}", out.empty() ? "" : " ", opt->get_name(), opt->as<std::string>());
+  return out;
+}
 
 struct OutputError {
   std::string name;
@@ -119,10 +128,17 @@ HostCase make_case(OpCase& oc, const RunOptions& o, Backend backend, Device& dev
   c.op = oc.op();
   c.dtype = parse_dtype(o.dtype);
   c.seed = uint64_t(parse_int(o.seed, "--seed", 0, INT64_MAX));
-  const std::vector<InputSpec> specs = oc.inputs(c.dtype);
-  oc.scalars(c);
-  device = pick_device(oc.op(), backend, with_tuning(shape_args(c, specs, {DeviceKind::cuda, 0}), o), fallback);
-  variant_key(oc.op(), with_tuning(shape_args(c, specs, device), o), Context{});  // validates before allocating
+  std::vector<InputSpec> specs;
+  try {
+    specs = oc.inputs(c.dtype);
+    oc.scalars(c);
+    device = pick_device(oc.op(), backend, with_tuning(shape_args(c, specs, {DeviceKind::cuda, 0}), o), fallback);
+    variant_key(oc.op(), with_tuning(shape_args(c, specs, device), o), Context{});  // validates before allocating
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    if (what.find("overflow") == std::string::npos && what.find("spans more than") == std::string::npos) throw;
+    throw InvalidArgument(fmt::format("the problem's sizes ({}) are too large: {}", given_sizes(o), what));
+  }
   std::mt19937_64 rng(c.seed);
   for (const InputSpec& s : specs) {
     Tensor t = Tensor::empty(s.shape, s.dtype);
@@ -235,6 +251,8 @@ void add_op_subcommand(CLI::App& run, OpCase& oc) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = run.add_subcommand(oc.op(), describe_op(oc.op()).doc);
   oc.add_options(*cmd);
+  for (const CLI::Option* opt : cmd->get_options())
+    if (opt->get_expected_max() > 0) o->problem.push_back(opt);
   cmd->add_option("--dtype", o->dtype, "Element type (the op's dtype axis)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu, cuda, hip or auto (a GPU when one takes the problem)")->capture_default_str();
   cmd->add_option("--iters", o->iters, "Timed runs (median reported)")->capture_default_str();
