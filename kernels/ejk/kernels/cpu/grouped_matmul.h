@@ -25,19 +25,34 @@ template <ElemKind K> EJK_HD float gmm_read(const GmmMatrix& a, i64 i, i64 j) {
   return a.f32 ? static_cast<const float*>(a.data)[at] : to_f32<K>(static_cast<const Elem<K>*>(a.data)[at]);
 }
 
-// dst[i * kGmmInner + r] = a(i0 + i, r0 + r) for i < ni, r < nr.
-template <ElemKind K> EJK_HD void gmm_pack_a(const GmmMatrix& a, i64 i0, int ni, i64 r0, int nr, float* dst) {
-  for (int i = 0; i < ni; ++i)
-    for (int r = 0; r < nr; ++r) dst[i * kGmmInner + r] = gmm_read<K>(a, i0 + i, r0 + r);
+// dst[0, n) = n consecutive elements of a from offset `at`, vectorized.
+template <ElemKind K> EJK_HD void gmm_copy_run(const GmmMatrix& a, i64 at, int n, float* dst) {
+  if (a.f32) convert_row<ElemKind::f32>(static_cast<const float*>(a.data) + at, dst, n);
+  else convert_row<K>(static_cast<const Elem<K>*>(a.data) + at, dst, n);
 }
 
-// dst[r * kGmmCols + j] = b(r0 + r, j0 + j) for j < nj, 0 for nj <= j < kGmmCols.
-template <ElemKind K> EJK_HD void gmm_pack_b(const GmmMatrix& b, i64 r0, int nr, i64 j0, int nj, float* dst) {
-  for (int r = 0; r < nr; ++r) {
-    float* row = dst + r * kGmmCols;
-    for (int j = 0; j < nj; ++j) row[j] = gmm_read<K>(b, r0 + r, j0 + j);
-    for (int j = nj; j < kGmmCols; ++j) row[j] = 0;
+// dst[i * kGmmInner + r] = a(i0 + i, r0 + r) for i < ni, r < nr: whole runs where a's rows are
+// contiguous, else element by element along a's unit-stride dim.
+template <ElemKind K> EJK_HD void gmm_pack_a(const GmmMatrix& a, i64 i0, int ni, i64 r0, int nr, float* dst) {
+  if (a.sj == 1) {
+    for (int i = 0; i < ni; ++i) gmm_copy_run<K>(a, (i0 + i) * a.si + r0, nr, dst + i * kGmmInner);
+    return;
   }
+  for (int r = 0; r < nr; ++r)
+    for (int i = 0; i < ni; ++i) dst[i * kGmmInner + r] = gmm_read<K>(a, i0 + i, r0 + r);
+}
+
+// dst[r * kGmmCols + j] = b(r0 + r, j0 + j) for j < nj, 0 for nj <= j < kGmmCols; runs as
+// gmm_pack_a's.
+template <ElemKind K> EJK_HD void gmm_pack_b(const GmmMatrix& b, i64 r0, int nr, i64 j0, int nj, float* dst) {
+  for (int r = 0; r < nr; ++r)
+    for (int j = nj; j < kGmmCols; ++j) dst[r * kGmmCols + j] = 0;
+  if (b.sj == 1) {
+    for (int r = 0; r < nr; ++r) gmm_copy_run<K>(b, (r0 + r) * b.si + j0, nj, dst + r * kGmmCols);
+    return;
+  }
+  for (int j = 0; j < nj; ++j)
+    for (int r = 0; r < nr; ++r) dst[r * kGmmCols + j] = gmm_read<K>(b, r0 + r, j0 + j);
 }
 
 // acc[i][0, kGmmCols) += sum_r ap[i][r] * bp[r][.] for kR rows, nr terms.
