@@ -61,16 +61,23 @@ __device__ void gmm_tile(const GmmMatrix& a, i64 i0, i64 ni, const GmmMatrix& b,
         bs[r][i] = i < nj && r0 + r < r_end ? gmm_load<E>(bt, j0 + i, r0 + r) : 0.f;
       }
       __syncthreads();
+      #pragma unroll
       for (int r = 0; r < kGmmStep; ++r) {
         float x[4], y[8];
+        #pragma unroll
         for (int u = 0; u < 4; ++u) x[u] = as[r][ty * 4 + u];
+        #pragma unroll
         for (int v = 0; v < 8; ++v) y[v] = bs[r][tx * 8 + v];
+        #pragma unroll
         for (int u = 0; u < 4; ++u)
+          #pragma unroll
           for (int v = 0; v < 8; ++v) acc[u][v] = fmaf(x[u], y[v], acc[u][v]);
       }
       __syncthreads();
     }
+    #pragma unroll
     for (int u = 0; u < 4; ++u)
+      #pragma unroll
       for (int v = 0; v < 8; ++v) emit(ty * 4 + u, tx * 8 + v, acc[u][v]);
   } else {
     // Rows of a and of b^T, 8 elements of padding so that a row starts 16 bytes on.
@@ -89,8 +96,10 @@ __device__ void gmm_tile(const GmmMatrix& a, i64 i0, i64 ni, const GmmMatrix& b,
         bs[i][r] = static_cast<u16>(pack2<E>(y, 0.f) & 0xffffu);
       }
       __syncthreads();
+      #pragma unroll
       for (int ks = 0; ks < kGmmStep; ks += 16) {
         u32 fa[2][4];
+        #pragma unroll
         for (int mf = 0; mf < 2; ++mf) {
           const int row = wm + mf * 16 + gq, col = ks + 2 * tq;
           fa[mf][0] = *reinterpret_cast<const u32*>(&as[row][col]);
@@ -98,18 +107,24 @@ __device__ void gmm_tile(const GmmMatrix& a, i64 i0, i64 ni, const GmmMatrix& b,
           fa[mf][2] = *reinterpret_cast<const u32*>(&as[row][col + 8]);
           fa[mf][3] = *reinterpret_cast<const u32*>(&as[row + 8][col + 8]);
         }
+        #pragma unroll
         for (int nf = 0; nf < 4; ++nf) {
           const int n = wn + nf * 8 + gq, col = ks + 2 * tq;
           const u32 b0 = *reinterpret_cast<const u32*>(&bs[n][col]);
           const u32 b1 = *reinterpret_cast<const u32*>(&bs[n][col + 8]);
+          #pragma unroll
           for (int mf = 0; mf < 2; ++mf) mma_16816<E>(acc[mf][nf], fa[mf], b0, b1);
         }
       }
       __syncthreads();
     }
+    #pragma unroll
     for (int mf = 0; mf < 2; ++mf)
+      #pragma unroll
       for (int nf = 0; nf < 4; ++nf)
+        #pragma unroll
         for (int h = 0; h < 2; ++h)
+          #pragma unroll
           for (int e = 0; e < 2; ++e)
             emit(wm + mf * 16 + gq + h * 8, wn + nf * 8 + 2 * tq + e, acc[mf][nf][h * 2 + e]);
   }
