@@ -35,11 +35,16 @@ EJK_HD void page_cpu_row(float* dst, const void* base, i64 offset) {
   for (int d = Cfg::kD; d < kPad; ++d) dst[d] = 0.0f;
 }
 
+// Four accumulators: one chain of dependent adds would wait on each add's latency.
 template <class Cfg>
 EJK_HD float page_cpu_dot(const float* a, const float* b) {
-  vf sum = splat<vf>(0.0f);
-  for (int d = 0; d < PageCpuState<Cfg>::kPad; d += kVecWidth) sum += vload(a + d) * vload(b + d);
-  return reduce_add(sum);
+  constexpr int kPad = PageCpuState<Cfg>::kPad;
+  vf sum[4] = {splat<vf>(0.0f), splat<vf>(0.0f), splat<vf>(0.0f), splat<vf>(0.0f)};
+  int d = 0;
+  for (; d + 4 * kVecWidth <= kPad; d += 4 * kVecWidth)
+    for (int u = 0; u < 4; ++u) sum[u] += vload(a + d + u * kVecWidth) * vload(b + d + u * kVecWidth);
+  for (; d < kPad; d += kVecWidth) sum[0] += vload(a + d) * vload(b + d);
+  return reduce_add((sum[0] + sum[1]) + (sum[2] + sum[3]));
 }
 
 // Heads [h0, h0 + nh) of kv head g of sequence s, over positions [begin, end).
