@@ -66,6 +66,13 @@ void set_scalars(const Problem& p, Args& a) {
   if (p.splits >= 0) a.set("num_splits", p.splits);
 }
 
+// The first position a sequence of n cache positions sees: blocks before it are garbage too
+// (a server may have freed them).
+int64_t first(const Problem& p, int64_t n) {
+  if (p.max_context >= 0) n = std::min(n, p.max_context);
+  return p.window > 0 ? std::max<int64_t>(0, n - p.window) : 0;
+}
+
 Call make_call(const Problem& p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Call c;
@@ -87,7 +94,9 @@ Call make_call(const Problem& p, uint64_t seed) {
   for (int64_t s = 0; s < p.s; ++s) {
     const int64_t n = c.lens.data_as<int32_t>()[s];
     for (int64_t j = 0; j < p.mb; ++j)
-      c.tables.data_as<int32_t>()[s * p.mb + j] = j * p.bs < n ? blocks[size_t(s * p.mb + j)] : -7 - int32_t(j);
+      c.tables.data_as<int32_t>()[s * p.mb + j] = j * p.bs < n && (j + 1) * p.bs > first(p, n)
+                                                      ? blocks[size_t(s * p.mb + j)]
+                                                      : -7 - int32_t(j);
   }
   return c;
 }
@@ -100,7 +109,7 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
   for (int64_t s = 0; s < p.s; ++s) {
     int64_t n = c.lens.data_as<int32_t>()[s];
     if (p.max_context >= 0) n = std::min(n, p.max_context);
-    const int64_t first = p.window > 0 ? std::max<int64_t>(0, n - p.window) : 0;
+    const int64_t lo = first(p, n);
     for (int64_t h = 0; h < p.hq; ++h) {
       const int64_t g = h / (p.hq / p.hkv);
       auto at = [&](const Buffer& b, int64_t j, int64_t d) {
@@ -109,7 +118,7 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
         return element(b.storage, blk * v.strides[0] + g * v.strides[1] + (j % p.bs) * v.strides[2] + d);
       };
       std::vector<double> w;
-      for (int64_t j = first; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         double x = 0;
         for (int64_t d = 0; d < p.d; ++d) x += element(c.q.storage, s * c.q.view.strides[0] + h * c.q.view.strides[1] + d) * at(c.kc, j, d);
         x *= scale;
@@ -120,9 +129,9 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
       const double m = *std::max_element(w.begin(), w.end());
       double sum = 0;
       for (double& x : w) sum += (x = std::exp(x - m));
-      for (int64_t j = first; j < n; ++j)
+      for (int64_t j = lo; j < n; ++j)
         for (int64_t d = 0; d < p.d; ++d)
-          out[size_t((s * p.hq + h) * p.d + d)] += w[size_t(j - first)] / sum * at(c.vc, j, d);
+          out[size_t((s * p.hq + h) * p.d + d)] += w[size_t(j - lo)] / sum * at(c.vc, j, d);
     }
   }
   return out;

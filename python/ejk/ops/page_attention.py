@@ -18,7 +18,8 @@ def page_attention(fw, query, key_cache, value_cache, context_lens, block_tables
       query: [S, Hq, D] (float32, bfloat16 or float16).
       key_cache, value_cache: [num_blocks, Hkv, block_size, D], query's dtype.
       context_lens: int32 [S], each at most max_blocks * block_size.
-      block_tables: int32 [S, max_blocks]; the entries past a sequence's context are not read.
+      block_tables: int32 [S, max_blocks]; entries outside a sequence's visible positions (past its
+        context, before its window) are not read.
       attn_scale: multiplies q.k (default 1/sqrt(D)).
       max_context_len: a cap on every context length.
       num_splits: split-KV parts per sequence on a GPU (0: chosen by the op; 1: none).

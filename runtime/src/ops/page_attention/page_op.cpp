@@ -53,8 +53,10 @@ void PageAttentionOp::check(const engine::Bound& b) const {
       throw InvalidArgument(fmt::format("{}: context_lens[{}]: must be in [0, {}] (block_tables' {} blocks of {}), "
                                         "got {}", name(), s, MB * BS, MB, BS, n));
     if (!tables_on_host) continue;
-    const int64_t used = (std::min(n, kv_tokens(b)) + BS - 1) / BS;
-    for (int64_t j = 0; j < used; ++j) {
+    // Only the blocks the window reaches: a server may have freed the older ones.
+    const int64_t end = std::min(n, kv_tokens(b));
+    const int64_t first = b.given(sliding_window) ? std::max<int64_t>(0, end - b.i64(sliding_window)) : 0;
+    for (int64_t j = first / BS; j < (end + BS - 1) / BS; ++j) {
       const int64_t blk = tab[s * tables.strides[0] + j * tables.strides[1]];
       if (blk < 0 || blk >= NB)
         throw InvalidArgument(fmt::format("{}: block_tables[{}, {}]: must be a cache block in [0, {}), got {}",
