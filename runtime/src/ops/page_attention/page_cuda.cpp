@@ -1,0 +1,84 @@
+// page_attention's CUDA launch plan, with the CUDA build: the split count (num_splits, else
+// enough parts of at least 256 positions for about two blocks per SM), the stream scratch for
+// the f32 partials, 16-byte chunk loads where the caches allow, and the combine launch.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ejk/core/error.h"
+#include "engine/call.h"
+#include "engine/cuda_exec.h"
+#include "ops/page_attention/page_op.h"
+
+namespace ejk::ops {
+namespace {
+
+constexpr int64_t kMinSplitTokens = 256;
+
+struct PageLaunch {
+  PageAttentionParams p;
+  int64_t blocks = 0;
+  size_t scratch_bytes = 0;
+};
+
+PageLaunch plan_launch(const PageAttentionOp& op, const engine::Bound& b, const engine::PlanData& plan,
+                       int sm_count) {
+  PageLaunch l{op.params(b)};
+  PageAttentionParams& p = l.p;
+  const int64_t head_groups = ceil_div<int64_t>(p.q_heads / std::max<int64_t>(p.kv_heads, 1), kPageMaxGroup);
+  const int64_t units = p.seqs * p.kv_heads * head_groups;
+  // The longest run of positions a sequence can see: the device's lengths are never read.
+  const int64_t span = std::max<int64_t>(1, p.window > 0 ? std::min(p.window, p.max_context) : p.max_context);
+  int64_t splits = 1;
+  if (plan.facts_as<PageFacts>().split) {
+    const int64_t asked = b.i64(op.num_splits);
+    splits = asked > 0 ? asked
+                       : std::clamp<int64_t>(ceil_div<int64_t>(2 * int64_t(std::max(sm_count, 1)), std::max<int64_t>(units, 1)),
+                                             1, ceil_div<int64_t>(span, kMinSplitTokens));
+  }
+  p.split_tokens = ceil_div<int64_t>(ceil_div<int64_t>(span, splits), kPageTile) * kPageTile;
+  p.splits = ceil_div<int64_t>(span, p.split_tokens);
+  l.blocks = units * p.splits;
+  if (p.splits > 1) l.scratch_bytes = size_t(p.splits * p.seqs * p.q_heads * (p.head_dim + 1)) * sizeof(float);
+  return l;
+}
+
+bool chunks_allowed(const PageAttentionParams& p, int64_t esize) {
+  const int64_t vec = 16 / esize;
+  bool ok = p.head_dim % vec == 0;
+  for (const void* base : {p.k_cache, p.v_cache}) ok = ok && reinterpret_cast<uintptr_t>(base) % 16 == 0;
+  for (int64_t st : {p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st}) ok = ok && st % vec == 0;
+  return ok;
+}
+
+}  // namespace
+
+engine::OpDef::Workspace PageAttentionOp::cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const {
+  // Sized for the most splits any device of the plan's arch can take: the plan does not know
+  // the SM count, so this uses the asked count or the span's cap.
+  return {plan_launch(*this, b, plan, 1 << 12).scratch_bytes, 0};
+}
+
+void PageAttentionOp::cuda_launch(const engine::Bound& b, const engine::PlanData& plan,
+                                  engine::CudaLaunchContext& lc) const {
+  PageLaunch l = plan_launch(*this, b, plan, lc.device().sm_count);
+  PageAttentionParams& p = l.p;
+  if (l.blocks == 0) return;
+  if (l.blocks > INT32_MAX)
+    throw InvalidArgument(fmt::format("{}: {} (sequence, kv head, head group, split) blocks exceed the grid", name(),
+                                      l.blocks));
+  const int64_t esize = int64_t(dtype_size(b.dtype));
+  p.vec = chunks_allowed(p, esize) ? 1 : 0;
+  if (p.splits > 1) {
+    p.part_out = static_cast<float*>(lc.scratch());
+    p.part_lse = p.part_out + p.splits * p.seqs * p.q_heads * p.head_dim;
+  }
+  void* args[] = {&p};  // copied at each launch
+  lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kPageThreads, unsigned(page_smem_bytes(p.head_dim, esize)), args);
+  if (p.splits == 1) return;
+  const int64_t rows = p.seqs * p.q_heads, rows_per_block = kPageCombineThreads / 32;
+  const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(rows, rows_per_block), int64_t(lc.device().sm_count) * 8);
+  lc.launch(1, engine::Grid{unsigned(blocks), 1, 1}, kPageCombineThreads, 0, args);
+}
+
+}  // namespace ejk::ops
