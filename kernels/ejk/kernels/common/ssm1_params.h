@@ -1,0 +1,80 @@
+// Mamba-1's selective scan (state_space_v1 and its backward): the parameters every kernel takes,
+// and the semantics the CPU and CUDA kernels and the float64 reference share.
+//
+// Per sequence and channel c, a state h [N] walks the tokens. One step, with a_j = exp(A[c, j] dt):
+//     h_j = a_j h_j + dt x B_j                     (ssm1_update)
+//     y   = sum_j h_j C_j + D[c] x                 (after the update)
+//     out = y silu(gate)                           (with a gate; else out = y)
+// The backward carries dh = dL/dh back through the steps: with gy = dout silu(gate), first
+// dh_j += gy C_j; then the token's gradients read dh and the prior state, then dh_j *= a_j:
+//     dx  = gy D + sum_j dh_j dt B_j,     ddt = sum_j dh_j (A_j a_j h_prev_j + x B_j)
+//     dA_j += dh_j a_j dt h_prev_j,       dB_j += dh_j dt x,   dC_j += gy h_j,   dD += gy x
+//     dgate = dout y silu'(gate)
+#pragma once
+#include "ejk/kernels/common/base.h"
+
+namespace ejk {
+
+// A [Bt, S, X] token tensor: element strides between sequences and tokens; X is contiguous.
+struct Ssm1Tokens {
+  void* data;
+  i64 sb, ss;
+};
+
+struct Ssm1Params {
+  // Forward reads x, dt, b, c, gate, a, d and h0 and writes y (and ht when given). The backward
+  // also reads d_y (and dht) and writes those gradients that are given (null: not wanted).
+  Ssm1Tokens x, dt, B, C, gate, y;
+  Ssm1Tokens d_y, dx, ddt, dB, dC, dgate;
+  const float* A;   // [Dm, N]
+  const float* D;   // [Dm]
+  const float* h0;  // [Bt, Dm, N] or null (zeros)
+  float* ht;        // forward: [Bt, Dm, N] or null; may equal h0 (each unit reads its part first)
+  const float* dht;  // backward: or null (zeros)
+  float* dh0;
+  float* dA;  // [Dm, N]
+  float* dD;  // [Dm]
+  i64 batch, seqlen, dim, nstate;  // Bt, S, Dm, N
+
+  // Work split (set by the runtime per backend).
+  i64 tiles;       // channel tiles per sequence
+  i64 chunk;       // backward: tokens between checkpoints (C)
+  i64 chunks_cap;  // backward: ceil(S / C)
+  float* work;     // backward workspace, f32
+  float* partial;  // backward: per-sequence dA, dD shares (CPU, CUDA); per-tile dB, dC (CUDA)
+  u32* done;       // CPU backward: tasks finished (the last adds the shares)
+  i32 phase;       // CUDA backward: 0 the sweep, 1 the sums of the partials
+};
+
+// CPU: channels per forward task.
+constexpr i64 kSsm1CpuChannels = 16;
+// CPU backward: floats of one sequence's workspace: dh, the checkpoints and a chunk's states.
+EJK_HD constexpr i64 ssm1_cpu_task_floats(i64 dim, i64 n, i64 chunks_cap, i64 chunk) {
+  return (1 + chunks_cap + chunk) * dim * n;
+}
+// Backward: floats of the per-sequence shares of dA and dD.
+EJK_HD constexpr i64 ssm1_share_floats(i64 batch, i64 dim, i64 n) { return batch * dim * (n + 1); }
+
+// CUDA: threads per block, a channel each; tokens of B and C staged at a time.
+constexpr int kSsm1Threads = 128, kSsm1Stage = 16;
+// CUDA backward workspace: per (sequence, channel) unit the checkpoints and C chunk states, laid
+// out [slot][j][unit] so that a warp's accesses are contiguous.
+EJK_HD constexpr i64 ssm1_cuda_work_floats(i64 batch, i64 dim, i64 n, i64 chunks_cap, i64 chunk) {
+  return (chunks_cap + chunk) * n * batch * dim;
+}
+// CUDA backward: floats of the per-tile dB and dC partials, [tile][Bt][S][2][N].
+EJK_HD constexpr i64 ssm1_cuda_bc_floats(i64 tiles, i64 batch, i64 seqlen, i64 n) {
+  return tiles * batch * seqlen * 2 * n;
+}
+
+// Offset in elements of (sequence s, token t) in a token tensor.
+EJK_HD i64 ssm1_at(const Ssm1Tokens& t, i64 s, i64 i) { return s * t.sb + i * t.ss; }
+
+// SiLU and its derivative, for the gate.
+template <class F, class Exp> EJK_HD F ssm1_sigmoid(F g, Exp exp_fn) { return F(1) / (F(1) + exp_fn(-g)); }
+template <class F> EJK_HD F ssm1_silu_grad(F g, F sig) { return sig * (F(1) + g * (F(1) - sig)); }
+
+// One step of the recurrence on a state entry.
+template <class F> EJK_HD F ssm1_update(F h, F a, F dtx, F b) { return a * h + dtx * b; }
+
+}  // namespace ejk

@@ -1,0 +1,68 @@
+// Mamba-2's state-space scan (state_space_v2 and its backward): the parameters every kernel
+// takes, and the semantics the CPU and CUDA kernels and the float64 reference share.
+//
+// Per sequence, head h (group g = h / (H / G)) and head dim p, a state h [N] walks the tokens.
+// One step, with the head's decay e = exp(a[h] dt[h]):
+//     h_j = e h_j + dt x_p B_gj                    (ssm1_update, as Mamba-1 with A's row constant)
+//     y_p = sum_j h_j C_gj + d[h] x_p
+// The backward carries dh back: dh_j += dy_p C_gj; then, with h_prev the state before the step,
+//     dx_p = dy_p d[h] + sum_j dh_j dt B_gj,   ddt += sum_p sum_j dh_j (a e h_prev_j + x_p B_gj)
+//     da   += sum_p sum_j dh_j e dt h_prev_j,  dB_gj += sum_(h in g, p) dh_j dt x_p,
+//     dC_gj += sum_(h in g, p) dy_p h_j,       dd += sum_p dy_p x_p;   then dh_j *= e.
+#pragma once
+#include "ejk/kernels/common/base.h"
+#include "ejk/kernels/common/ssm1_params.h"
+
+namespace ejk {
+
+// A [Bt, S, K, X] tensor (or [Bt, S, K] with X = 1): element strides between sequences, tokens
+// and heads (or groups); X is contiguous.
+struct Ssm2Tokens {
+  void* data;
+  i64 sb, ss, sh;
+};
+
+struct Ssm2Params {
+  Ssm2Tokens x, dt, B, C, y;
+  Ssm2Tokens d_y, dx, ddt, dB, dC;
+  const float* A;   // [H]
+  const float* D;   // [H]
+  const float* h0;  // [Bt, H, P, N] or null (zeros)
+  float* ht;        // or null; may equal h0 (each unit reads its part first)
+  const float* dht;
+  float* dh0;
+  float* dA;  // [H]
+  float* dD;  // [H]
+  i64 batch, seqlen, heads, hdim, groups, nstate;  // Bt, S, H, P, G, N
+
+  // Work split (set by the runtime per backend).
+  i64 tiles;       // CUDA: head-dim tiles per head
+  i64 chunk;       // backward: tokens between checkpoints (C)
+  i64 chunks_cap;  // backward: ceil(S / C)
+  float* work;     // backward workspace, f32
+  float* partial;  // CPU: per-sequence da, dd shares; CUDA: the f32 accumulators
+  u32* done;       // CPU backward: tasks finished (the last adds the shares)
+  i32 phase;       // CUDA backward: 0 zero, 1 the sweep, 2 the accumulators into the outputs
+};
+
+EJK_HD i64 ssm2_at(const Ssm2Tokens& t, i64 s, i64 i, i64 h) { return s * t.sb + i * t.ss + h * t.sh; }
+EJK_HD i64 ssm2_group(const Ssm2Params& p, i64 h) { return h / (p.heads / p.groups); }
+
+// CPU backward: floats of one sequence's workspace: dh, the checkpoints and a chunk's states.
+EJK_HD constexpr i64 ssm2_cpu_task_floats(i64 heads, i64 hdim, i64 n, i64 chunks_cap, i64 chunk) {
+  return (1 + chunks_cap + chunk) * heads * hdim * n;
+}
+// CPU backward: floats of the per-sequence shares of da and dd.
+EJK_HD constexpr i64 ssm2_share_floats(i64 batch, i64 heads) { return batch * heads * 2; }
+
+// CUDA backward: the accumulators [db: Bt S G N][dc: Bt S G N][ddt: Bt S H][da: H][dd: H].
+EJK_HD constexpr i64 ssm2_cuda_acc_floats(i64 batch, i64 seqlen, i64 heads, i64 groups, i64 n) {
+  return batch * seqlen * (2 * groups * n + heads) + 2 * heads;
+}
+// CUDA backward workspace: per (sequence, head, head dim) the checkpoints and C chunk states,
+// [slot][j][unit].
+EJK_HD constexpr i64 ssm2_cuda_work_floats(i64 batch, i64 heads, i64 hdim, i64 n, i64 chunks_cap, i64 chunk) {
+  return (chunks_cap + chunk) * n * batch * heads * hdim;
+}
+
+}  // namespace ejk

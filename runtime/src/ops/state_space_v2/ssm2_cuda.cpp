@@ -1,0 +1,65 @@
+// The CUDA launch plan of state_space_v2 (kernels/ejk/kernels/cuda/ssm2.cuh): one block per
+// (sequence, head, tile of 128 head dims); the backward's checkpoints and chunk states per head
+// dim and its f32 accumulators in the stream's scratch: a launch zeroes them, the sweep adds to
+// them, a last launch writes them out. Built with CUDA only.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ejk/core/error.h"
+#include "engine/call.h"
+#include "engine/cuda_exec.h"
+#include "ops/state_space_v1/ssm1_op.h"
+#include "ops/state_space_v2/ssm2_op.h"
+
+namespace ejk::ops {
+namespace {
+
+struct Ssm2Launch {
+  Ssm2Params p;
+  int64_t blocks = 0, acc = 0;
+  size_t work_bytes = 0;
+};
+
+Ssm2Launch plan_launch(const Ssm2Op& op, const engine::Bound& b) {
+  Ssm2Launch l{op.params(b)};
+  Ssm2Params& p = l.p;
+  p.tiles = ceil_div<int64_t>(p.hdim, kSsm1Threads);
+  l.blocks = p.batch * p.heads * p.tiles;
+  if (!op.backward) return l;
+  p.chunk = ssm1_chunk(p.seqlen);
+  p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  l.work_bytes = size_t(ssm2_cuda_work_floats(p.batch, p.heads, p.hdim, p.nstate, p.chunks_cap, p.chunk)) * sizeof(float);
+  l.acc = ssm2_cuda_acc_floats(p.batch, p.seqlen, p.heads, p.groups, p.nstate);
+  return l;
+}
+
+}  // namespace
+
+engine::OpDef::Workspace Ssm2Op::cuda_workspace(const engine::Bound& b, const engine::PlanData&) const {
+  const Ssm2Launch l = plan_launch(*this, b);
+  return {l.work_bytes + size_t(l.acc) * sizeof(float), 0};
+}
+
+void Ssm2Op::cuda_launch(const engine::Bound& b, const engine::PlanData&, engine::CudaLaunchContext& lc) const {
+  Ssm2Launch l = plan_launch(*this, b);
+  if (l.blocks > INT32_MAX)
+    throw InvalidArgument(fmt::format("{}: {} (sequence, head, head-dim tile) blocks exceed the grid", name(), l.blocks));
+  void* args[] = {&l.p};  // copied at each launch
+  if (!backward) {
+    if (l.blocks > 0) lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kSsm1Threads, 0, args);
+    return;
+  }
+  if (l.acc == 0) return;  // no heads: nothing to write
+  l.p.work = static_cast<float*>(lc.scratch());
+  l.p.partial = l.p.work + l.work_bytes / sizeof(float);
+  const engine::Grid elementwise{unsigned(ceil_div<int64_t>(l.acc, kSsm1Threads)), 1, 1};
+  l.p.phase = 0;
+  lc.launch(0, elementwise, kSsm1Threads, 0, args);
+  l.p.phase = 1;
+  if (l.blocks > 0) lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kSsm1Threads, 0, args);
+  l.p.phase = 2;
+  lc.launch(0, elementwise, kSsm1Threads, 0, args);
+}
+
+}  // namespace ejk::ops
