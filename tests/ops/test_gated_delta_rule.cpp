@@ -178,6 +178,28 @@ TEST_CASE("gated delta rule: no tokens pass the state through", "[delta][cpu]") 
   check_problem(p, true, 6);
 }
 
+TEST_CASE("gated delta rule: a decode step may update the state in place", "[delta][cpu]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these sizes are not built in");
+  for (int64_t t : {1, 3}) {
+    DeltaProblem p;
+    p.t = t, p.init = true, p.segments = t == 3;
+    const Call c = make_delta_call(p, false, 40 + uint64_t(t));
+    const auto ref = reference("gated_delta_rule", c.inputs_only());
+    const auto want = std::find_if(ref.begin(), ref.end(), [](const ReferenceOutput& r) { return r.name == "final_state"; });
+    REQUIRE(want != ref.end());
+    Args a = c.all(false);
+    const TensorView h0 = *a.tensor("initial_state");
+    a.set("final_state", h0);  // the same buffer: each task reads its tile before writing it
+    run("gated_delta_rule", a);
+    const std::vector<double> got = values(h0);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      num += (got[i] - want->values[i]) * (got[i] - want->values[i]), den += want->values[i] * want->values[i];
+    INFO(fmt::format("t {}: rel_l2 {:.3e}", t, std::sqrt(num / den)));
+    CHECK(std::sqrt(num / den) <= 1e-5);
+  }
+}
+
 // The reference's gradients against central differences of its forward, in float64 on f32
 // inputs: loss = sum(o * d_o) + sum(final_state * d_final_state).
 TEST_CASE("the gated delta rule reference backward matches finite differences of its forward", "[delta][reference]") {
