@@ -1,6 +1,6 @@
 // gated_delta_rule and gated_delta_rule_backward through the generic API: with and without the
 // decay, segment ids, the L2 normalization, initial and final states, padded inputs, f32/bf16/
-// f16, on the CPU (and the forward on CUDA where a GPU can run), against the float64 reference with the brief's tolerances. The reference's
+// f16, on the CPU and (where a GPU can run) on CUDA, against the float64 reference with the brief's tolerances. The reference's
 // gradients are checked against central finite differences of its own forward. Bad inputs
 // must name the argument.
 #include <catch2/catch_test_macros.hpp>
@@ -341,13 +341,18 @@ TEST_CASE("the CLI cases of the gated delta rule make problems that check", "[de
   }
 }
 
-TEST_CASE("gated delta rule forward on CUDA matches the float64 reference", "[delta][cuda][gpu]") {
+TEST_CASE("gated delta rule on CUDA matches the float64 reference", "[delta][cuda][gpu]") {
   std::string why;
   if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
   uint64_t seed = 500;
   for (DType t : {DType::f32, DType::bf16, DType::f16})
-    for (const DeltaProblem& p : problems(t)) check_problem(p, false, seed++, Device{DeviceKind::cuda, 0});
+    for (const DeltaProblem& p : problems(t)) {
+      check_problem(p, false, seed++, Device{DeviceKind::cuda, 0});
+      check_problem(p, true, seed++, Device{DeviceKind::cuda, 0});
+    }
   DeltaProblem big;  // the pre-built size, several tiles
   big.dtype = DType::bf16, big.k = big.v = 128, big.t = 700, big.b = 2, big.h = 3, big.init = true, big.segments = true;
+  big.dht = true;
   check_problem(big, false, seed++, Device{DeviceKind::cuda, 0});
+  check_problem(big, true, seed++, Device{DeviceKind::cuda, 0});
 }

@@ -44,7 +44,9 @@ struct DeltaParams {
   i64 chunk;            // backward: tokens between checkpoints
   i64 lanes;            // CPU backward: tasks; task w takes units w, w + lanes, ...
   i64 chunks_cap;       // CPU backward: checkpoints per unit (ceil(T / chunk))
-  float* work;          // CPU backward workspace, per lane, f32
+  float* work;          // backward workspace (CPU: per lane; CUDA: per block), f32
+  float* partial;       // CUDA backward: [v_tiles][B * T][H][2 K + 2] f32 partial sums
+  i32 phase;            // CUDA backward: 0 the sweep, 1 the sum over column tiles
 };
 
 // The clamp of every exp argument, as the seed's.
@@ -61,6 +63,11 @@ EJK_HD constexpr i64 delta_cpu_lane_floats(i64 k, i64 v, i64 chunks_cap, i64 chu
 
 // CUDA: threads per block (8 warps) and the state columns a block covers (a lane each).
 constexpr int kDeltaThreads = 256, kDeltaWarps = 8, kDeltaTile = 32;
+
+// CUDA backward: floats of one block's workspace (checkpoints and a chunk's states, [K][32]
+// each), and of one (tile, token, head)'s partial sums: dq and dk (K each), dbeta, d log a.
+EJK_HD constexpr i64 delta_cuda_block_floats(i64 k, i64 chunks_cap, i64 chunk) { return (chunks_cap + chunk) * k * kDeltaTile; }
+EJK_HD constexpr i64 delta_cuda_partial_floats(i64 k) { return 2 * k + 2; }
 
 // Offset in elements of (sequence s, token t, head h) in a token tensor.
 EJK_HD i64 delta_at(const DeltaTokens& x, i64 s, i64 t, i64 h) { return s * x.sb + t * x.st + h * x.sh; }

@@ -22,13 +22,11 @@ double as_double(const Scalar& s) {
   return 0;
 }
 
-// Tokens between the backward's checkpoints: about sqrt(T), so checkpoints and one chunk's
-// states cost about the same.
+}  // namespace
+
 int64_t delta_chunk(int64_t seqlen) {
   return std::max<int64_t>(1, int64_t(std::ceil(std::sqrt(double(std::max<int64_t>(seqlen, 1))))));
 }
-
-}  // namespace
 
 DeltaOp::DeltaOp(std::string_view kernel_op, bool backward)
     : OpDef(kernel_op), backward(backward), q(tensor("q")), k(tensor("k")), v(tensor("v")), beta(tensor("beta")),
@@ -102,6 +100,7 @@ void DeltaOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine:
   throw BackendUnavailable(
       fmt::format("{}: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)", name()));
 }
+engine::OpDef::Workspace DeltaOp::cuda_workspace(const engine::Bound&, const engine::PlanData&) const { return {}; }
 #endif
 
 void DeltaOp::reference(const engine::Bound& b, double* const* out) const {

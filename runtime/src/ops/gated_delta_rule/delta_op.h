@@ -1,6 +1,6 @@
 // gated_delta_rule and gated_delta_rule_backward through the engine. One OpDef class serves
 // both: it fills DeltaParams (one function for the CPU, CUDA and the reference), plans the CPU
-// tasks and the CUDA launch (the forward's), and runs the float64 reference.
+// tasks and the CUDA launches, and runs the float64 reference.
 #pragma once
 #include "ejk/kernels/common/delta_params.h"
 #include "engine/op_def.h"
@@ -14,6 +14,7 @@ class DeltaOp final : public engine::OpDef {
   void check(const engine::Bound& b) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
   // Every field but the work split and the workspace.
@@ -28,6 +29,10 @@ class DeltaOp final : public engine::OpDef {
   const int softmax_scale, use_qk_l2norm;
   const int sym_B, sym_T, sym_H, sym_K, sym_V;
 };
+
+// Tokens between the backward's checkpoints: about sqrt(T), so checkpoints and one chunk's
+// states cost about the same.
+int64_t delta_chunk(int64_t seqlen);
 
 const DeltaOp& gated_delta_rule_op();
 const DeltaOp& gated_delta_rule_backward_op();
