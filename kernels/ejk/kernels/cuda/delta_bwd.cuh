@@ -136,7 +136,7 @@ template <class Cfg> __device__ void delta_bwd_sweep(const DeltaParams& p) {
 #pragma unroll
       for (int w = 0; w < kDeltaWarps; ++w) dd += sm.red[w][lane];
       const float du = -f.beta * dd;
-      if (warp == 0 && lane < ncols) delta_write<Cfg::E>(p.dv.data, delta_at(p.dv, s, i, h) + c0 + lane, f.beta * dd);
+      if (p.dv.data && warp == 0 && lane < ncols) delta_write<Cfg::E>(p.dv.data, delta_at(p.dv, s, i, h) + c0 + lane, f.beta * dd);
       float dlog = 0.0f;
 #pragma unroll
       for (int m = 0; m < R; ++m) {
