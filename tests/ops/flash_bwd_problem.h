@@ -28,6 +28,7 @@ struct Problem {
   int64_t b = 2, sq = 37, sk = 45, hq = 4, hkv = 2, d = 64;
   DType dtype = DType::f32;
   bool causal = false, segments = false, varlen = false;
+  bool d_lse = false;  // a random d_lse (the gradient of lse) as well
   std::optional<std::array<int64_t, 2>> window;
   std::optional<double> softcap, scale;
   BiasKind bias = BiasKind::none;
@@ -103,7 +104,8 @@ inline void poison(Tensor& t) { std::memset(t.data(), 0xff, t.nbytes()); }
 }  // namespace detail
 
 inline std::string Problem::name() const {
-  return fmt::format("{} b{} sq{} sk{} h{}/{} d{}{}{}{}{}{} bias{} sinks{}", dtype_name(dtype), b, sq, sk, hq, hkv, d,
+  return fmt::format("{} b{} sq{} sk{} h{}/{} d{}{}{}{}{}{}{} bias{} sinks{}", dtype_name(dtype), b, sq, sk, hq, hkv, d,
+                     d_lse ? " d_lse" : "",
                      causal ? " causal" : "", window ? fmt::format(" win{},{}", (*window)[0], (*window)[1]) : "",
                      softcap ? fmt::format(" cap{}", *softcap) : "", segments ? " seg" : "", varlen ? " varlen" : "",
                      int(bias), int(sinks));
@@ -119,7 +121,7 @@ inline const Tensor& Case::get(const std::string& name) const {
 inline Args Case::forward_args() const {
   Args a = scalars;
   for (const auto& [n, t] : inputs)
-    if (n != "out" && n != "lse" && n != "d_out") a.set(n, t.view());
+    if (n != "out" && n != "lse" && n != "d_out" && n != "d_lse") a.set(n, t.view());
   return a;
 }
 
@@ -172,6 +174,7 @@ inline Case make_case(const Problem& p, uint64_t seed) {
   c.inputs.emplace_back("out", out);
   c.inputs.emplace_back("lse", lse);
   c.inputs.emplace_back("d_out", detail::random_typed(qs, p.dtype, rng));
+  if (p.d_lse) c.inputs.emplace_back("d_lse", detail::random_typed(c.get("lse").shape(), DType::f32, rng));
   c.outputs.emplace_back("dq", Tensor::empty(qs, p.dtype));
   c.outputs.emplace_back("dk", Tensor::empty(ks, p.dtype));
   c.outputs.emplace_back("dv", Tensor::empty(ks, p.dtype));

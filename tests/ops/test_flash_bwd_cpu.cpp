@@ -48,11 +48,11 @@ std::vector<Problem> feature_problems(DType dtype) {
     f(p);
     v.push_back(p);
   };
-  add([](Problem& p) { p.causal = true, p.sinks = SinkKind::per_head, p.hq = 6, p.hkv = 2; });
+  add([](Problem& p) { p.causal = true, p.sinks = SinkKind::per_head, p.hq = 6, p.hkv = 2, p.d_lse = true; });
   add([](Problem& p) { p.window = W{7, 3}, p.softcap = 2.5, p.bias = BiasKind::shared_batch; });
   add([](Problem& p) { p.segments = true, p.bias = BiasKind::full, p.sinks = SinkKind::shared, p.num_sinks = 3; });
   add([](Problem& p) { p.varlen = true, p.b = 4, p.sq = 70, p.sk = 61, p.causal = true, p.softcap = 3.0; });
-  add([](Problem& p) { p.varlen = true, p.b = 3, p.sq = 33, p.sk = 90, p.window = W{5, 20}, p.sinks = SinkKind::shared; });
+  add([](Problem& p) { p.varlen = true, p.b = 3, p.sq = 33, p.sk = 90, p.window = W{5, 20}, p.sinks = SinkKind::shared, p.d_lse = true; });
   add([](Problem& p) { p.bias = BiasKind::shared_both, p.segments = true, p.causal = true, p.window = W{12, 2}; });
   add([](Problem& p) { p.bias = BiasKind::shared_heads, p.hq = 4, p.hkv = 1, p.scale = 0.3, p.softcap = 4.0; });
   return v;
@@ -65,7 +65,7 @@ std::vector<Problem> wide_problems(DType dtype) {
   for (Problem& p : v) p.dtype = dtype;
   v[0].causal = true, v[0].sinks = SinkKind::per_head, v[0].softcap = 3.0, v[0].bias = BiasKind::shared_heads;
   v[1].varlen = true, v[1].b = 3, v[1].sq = 80, v[1].sk = 70, v[1].window = W{9, 0}, v[1].hq = 4, v[1].hkv = 1;
-  v[2].segments = true, v[2].bias = BiasKind::full, v[2].sinks = SinkKind::shared;
+  v[2].segments = true, v[2].bias = BiasKind::full, v[2].sinks = SinkKind::shared, v[2].d_lse = true;
   return v;
 }
 
@@ -107,15 +107,15 @@ TEST_CASE("flash attention backward on the CPU is deterministic", "[flash_bwd][c
 }
 
 // The reference's gradients against central differences of the forward's reference, float64 on
-// f32 inputs: loss = sum(out * d_out). Tiny shapes; every differentiable input.
+// f32 inputs: loss = sum(out * d_out) (+ sum(lse * d_lse)). Tiny shapes; every differentiable input.
 TEST_CASE("the reference backward matches finite differences of the reference forward", "[flash_bwd][reference]") {
   std::vector<Problem> problems;
   for (int variant = 0; variant < 4; ++variant) {
     Problem p;
     p.b = 2, p.sq = 5, p.sk = 6, p.hq = 2, p.hkv = 1, p.d = 8;
-    if (variant == 0) p.bias = BiasKind::shared_batch, p.sinks = SinkKind::per_head, p.softcap = 1.5;
+    if (variant == 0) p.bias = BiasKind::shared_batch, p.sinks = SinkKind::per_head, p.softcap = 1.5, p.d_lse = true;
     if (variant == 1) p.causal = true, p.window = std::array<int64_t, 2>{2, 1}, p.sinks = SinkKind::shared, p.segments = true;
-    if (variant == 2) p.varlen = true, p.sq = 7, p.sk = 9, p.softcap = 2.0;
+    if (variant == 2) p.varlen = true, p.sq = 7, p.sk = 9, p.softcap = 2.0, p.d_lse = true;
     if (variant == 3) p.bias = BiasKind::full, p.hkv = 2, p.scale = 0.7;
     problems.push_back(p);
   }
@@ -129,12 +129,14 @@ TEST_CASE("the reference backward matches finite differences of the reference fo
       for (int64_t i = 0; i < t.numel(); ++i) w.push_back(value_at(t, i));
       return w;
     }();
-    auto loss = [&] {
+    const Tensor* d_lse = p.d_lse ? &c.get("d_lse") : nullptr;
+    auto loss = [&] {  // sum(out * d_out) + sum(lse * d_lse)
       const auto out = reference("flash_attention", c.forward_args());
       double l = 0;
       for (const auto& r : out)
-        if (r.name == "out")
-          for (size_t i = 0; i < r.values.size(); ++i) l += r.values[i] * d_out[i];
+        for (size_t i = 0; i < r.values.size(); ++i)
+          if (r.name == "out") l += r.values[i] * d_out[i];
+          else if (d_lse && std::isfinite(r.values[i])) l += r.values[i] * value_at(*d_lse, int64_t(i));
       return l;
     };
     std::vector<std::pair<std::string, std::string>> pairs = {{"q", "dq"}, {"k", "dk"}, {"v", "dv"}};

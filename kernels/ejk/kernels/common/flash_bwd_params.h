@@ -3,7 +3,8 @@
 //
 // Math (mask.h's logit, P = exp(s - lse) the forward's probabilities, normalize_output true):
 //   dv_j  = sum_i P_ij do_i                         (over the query heads of the kv head's group)
-//   dP_ij = do_i . v_j,   D_i = do_i . out_i        (= sum_j P_ij dP_ij: sinks carry no value)
+//   dP_ij = do_i . v_j,   D_i = do_i . out_i - dlse_i   (do . out = sum_j P_ij dP_ij: sinks carry
+//                                                  no value; d lse / d s_ij = P_ij)
 //   dS_ij = P_ij (dP_ij - D_i)                      (gradient of the logit s)
 //   dX_ij = dS_ij (1 - (s_ij / cap)^2)              (softcap variants: x is the logit before the cap)
 //   dq_i  = scale sum_j dX_ij k_j,  dk_j = scale sum_i dX_ij q_i,  dbias_ij = sum dX_ij (over
@@ -25,6 +26,7 @@ struct FlashBwdParams {
   void* dv;           // v's layout
   void* dbias;        // bias's layout (its broadcast dims size 1) or null
   float* dsoftmax_aux;  // softmax_aux's layout or null
+  const float* d_lse;   // lse's layout (the same strides) or null: zeros
 
   i64 do_stride_b, do_stride_s, do_stride_h;
   i64 dq_stride_b, dq_stride_s, dq_stride_h;

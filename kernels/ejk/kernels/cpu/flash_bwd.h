@@ -70,7 +70,7 @@ EJK_HD i64 at(const Seq& s, i64 row0, i64 row, i64 h, i64 sb, i64 ss, i64 sh) {
   return (s.varlen ? 0 : s.b * sb) + (row0 + row) * ss + h * sh;
 }
 
-// One query row's operands: q, d_out, D = d_out . out, lse.
+// One query row's operands: q, d_out, D = d_out . out - d_lse, lse.
 template <class Cfg> struct QueryRow {
   float q[Cfg::head_dim], d_out[Cfg::head_dim];
   float delta, lse;
@@ -83,12 +83,13 @@ EJK_HD bool load_query(const FlashBwdParams& p, const Seq& s, i64 h, i64 i, Quer
   constexpr ElemKind E = Cfg::elem;
   constexpr int D = Cfg::head_dim;
   const FlashFwdParams& f = p.fwd;
-  r.lse = f.lse[(s.varlen ? 0 : s.b * f.lse_stride_b) + h * f.lse_stride_h + s.q_row0 + i];
+  const i64 lse_at = (s.varlen ? 0 : s.b * f.lse_stride_b) + h * f.lse_stride_h + s.q_row0 + i;
+  r.lse = f.lse[lse_at];
   if (r.lse == neg_inf_f32()) return false;
   load_row<E, D>(f.q, at(s, s.q_row0, i, h, f.q_stride_b, f.q_stride_s, f.q_stride_h), r.q);
   load_row<E, D>(p.d_out, at(s, s.q_row0, i, h, p.do_stride_b, p.do_stride_s, p.do_stride_h), r.d_out);
   load_row<E, D>(f.out, at(s, s.q_row0, i, h, f.o_stride_b, f.o_stride_s, f.o_stride_h), scratch);
-  r.delta = dot<D>(r.d_out, scratch);
+  r.delta = dot<D>(r.d_out, scratch) - (p.d_lse ? p.d_lse[lse_at] : 0.0f);
   r.segment = Cfg::flags.segments ? f.q_segment_ids[s.b * f.q_seg_stride_b + i] : 0;
   return true;
 }

@@ -37,7 +37,7 @@ FlashAttentionBackwardOp::FlashAttentionBackwardOp()
       q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), q_segment_ids(tensor("q_segment_ids")),
       kv_segment_ids(tensor("kv_segment_ids")), cum_seqlens_q(tensor("cum_seqlens_q")),
       cum_seqlens_k(tensor("cum_seqlens_k")), softmax_aux(tensor("softmax_aux")), out(tensor("out")), lse(tensor("lse")),
-      d_out(tensor("d_out")), dq(tensor("dq")), dk(tensor("dk")), dv(tensor("dv")), dbias(tensor("dbias")),
+      d_out(tensor("d_out")), d_lse(tensor("d_lse")), dq(tensor("dq")), dk(tensor("dk")), dv(tensor("dv")), dbias(tensor("dbias")),
       dsoftmax_aux(tensor("dsoftmax_aux")), softmax_scale(scalar("softmax_scale")), causal(scalar("causal")),
       sliding_window(scalar("sliding_window")), logits_soft_cap(scalar("logits_soft_cap")),
       normalize_output(scalar("normalize_output")), max_seqlen_q(scalar("max_seqlen_q")),
@@ -110,6 +110,7 @@ FlashBwdParams FlashAttentionBackwardOp::params(const engine::Bound& b) const {
   strides(out, p.o_stride_b, p.o_stride_s, p.o_stride_h);
   p.lse_stride_b = varlen ? 0 : b.stride(lse, 0), p.lse_stride_h = b.stride(lse, 1);
   bp.d_out = b.data(d_out);
+  bp.d_lse = static_cast<const float*>(b.data(d_lse));  // contiguous, lse's layout
   strides(d_out, bp.do_stride_b, bp.do_stride_s, bp.do_stride_h);
   bp.dq = b.data(dq), bp.dk = b.data(dk), bp.dv = b.data(dv);
   if (b.has(dq)) strides(dq, bp.dq_stride_b, bp.dq_stride_s, bp.dq_stride_h);

@@ -96,13 +96,14 @@ void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdRe
         for (int64_t j = 0; j < sk; ++j) l += s_row[size_t(j)] == kNegInf ? 0 : std::exp(s_row[size_t(j)] - m);
         for (int64_t t = 0; sinks && t < p.num_sinks; ++t) l += std::exp(double(sinks[t]) - m);
         const double lse = m + std::log(l);
-        // D_i = sum_j P_ij dP_ij (= d_out . out)
+        // D_i = sum_j P_ij dP_ij - dlse_i (= d_out . out - dlse_i)
         double delta = 0;
         for (int64_t j = 0; j < sk; ++j) {
           p_row[size_t(j)] = s_row[size_t(j)] == kNegInf ? 0 : std::exp(s_row[size_t(j)] - lse);
           if (p_row[size_t(j)] != 0) delta += p_row[size_t(j)] * dot(dO.row(i, D), v.row(j, D), D);
         }
         const int64_t qrow = varlen ? q0 + i : b * p.seqlen_q + i;
+        if (bp.d_lse) delta -= double(bp.d_lse[varlen ? h * total_q + qrow : (b * Hq + h) * p.seqlen_q + i]);
         double* dq = out.dq + (qrow * Hq + h) * D;
         for (int64_t j = 0; j < sk; ++j) {
           const double pij = p_row[size_t(j)];
