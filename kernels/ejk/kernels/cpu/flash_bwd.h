@@ -238,24 +238,30 @@ template <class Cfg> void q_task(const FlashBwdParams& p, i64 pb, i64 ph, i64 qb
   }
 }
 
-// dsoftmax_aux of sink row hs: head hs's sinks, or (shared sinks) every head's.
+// dsoftmax_aux of sink row hs: head hs's sinks, or (shared sinks) every head's. Summed in double
+// per sink: terms of both signs over every row of the heads, whose sum is often far smaller.
 template <class Cfg> void sink_task(const FlashBwdParams& p, i64 hs) {
   constexpr int D = Cfg::head_dim;
+  constexpr int kChunk = 16;  // sinks summed per pass over the rows
   const FlashFwdParams& f = p.fwd;
   const bool shared = f.sinks_stride_h == 0;
   float* ds = p.dsoftmax_aux + hs * f.num_sinks;
   const float* sinks = f.softmax_aux + hs * f.sinks_stride_h;
-  for (i64 t = 0; t < f.num_sinks; ++t) ds[t] = 0.0f;
   float scratch[D];
   QueryRow<Cfg> r;
-  for (i64 h = shared ? 0 : hs; h < (shared ? f.heads_q : hs + 1); ++h)
-    for (i64 b = 0; b < f.batch; ++b) {
-      const Seq s = seq_of(f, b);
-      for (i64 i = 0; i < s.sq; ++i) {
-        if (!load_query<Cfg>(p, s, h, i, r, scratch)) continue;
-        for (i64 t = 0; t < f.num_sinks; ++t) ds[t] -= exp_approx(sinks[t] - r.lse) * r.delta;
+  for (i64 t0 = 0; t0 < f.num_sinks; t0 += kChunk) {
+    const int nt = int(min_of<i64>(kChunk, f.num_sinks - t0));
+    double acc[kChunk] = {};
+    for (i64 h = shared ? 0 : hs; h < (shared ? f.heads_q : hs + 1); ++h)
+      for (i64 b = 0; b < f.batch; ++b) {
+        const Seq s = seq_of(f, b);
+        for (i64 i = 0; i < s.sq; ++i) {
+          if (!load_query<Cfg>(p, s, h, i, r, scratch)) continue;
+          for (int t = 0; t < nt; ++t) acc[t] -= double(exp_approx(sinks[t0 + t] - r.lse)) * double(r.delta);
+        }
       }
-    }
+    for (int t = 0; t < nt; ++t) ds[t0 + t] = float(acc[t]);
+  }
 }
 
 }  // namespace bwd

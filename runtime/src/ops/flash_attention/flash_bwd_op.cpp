@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ejk/core/error.h"
@@ -174,6 +175,9 @@ engine::CpuWork FlashAttentionBackwardOp::cpu_prepare(const engine::Bound& b, co
   static_assert(sizeof(FlashBwdParams) <= kParamBytes);
   FlashBwdParams& p = *new (params) FlashBwdParams(this->params(b));
   const auto& f = plan.facts_as<FlashBwdPlanFacts>();
+  // 0-d placeholders of absent inputs' gradients read as 0 (all-zero bits in every dtype).
+  for (auto [grad, input] : {std::pair{dbias, bias}, std::pair{dsoftmax_aux, softmax_aux}})
+    if (b.has(grad) && !b.has(input)) std::memset(b.data(grad), 0, dtype_size(b.tensor(grad).dtype));
   if (p.dbias && b.dtype != DType::f32) {
     // f32 sums of dbias per plane (flash_bwd.h's dq tasks); the calling thread's buffer, reused
     // by its next call (it waits for the tasks).
