@@ -133,8 +133,8 @@ inline Args Case::backward_args() const {
 }
 
 // Random inputs (normal; segment ids in runs with a padded query tail; varlen lengths summing
-// to sq and sk), the forward on the CPU, a random d_out, NaN-poisoned outputs.
-inline Case make_case(const Problem& p, uint64_t seed) {
+// to sq and sk), the forward on `forward_on`, a random d_out, NaN-poisoned host outputs.
+inline Case make_case(const Problem& p, uint64_t seed, Device forward_on = {}) {
   Case c;
   c.p = p;
   std::mt19937_64 rng(seed);
@@ -165,12 +165,23 @@ inline Case make_case(const Problem& p, uint64_t seed) {
   if (p.window) c.scalars.set("sliding_window", *p.window);
   if (p.softcap) c.scalars.set("logits_soft_cap", *p.softcap);
   if (p.scale) c.scalars.set("softmax_scale", *p.scale);
-  // The forward on the CPU: out and lse as training saves them.
+  // The forward: out and lse as training saves them.
   Tensor out = Tensor::empty(qs, p.dtype), lse = Tensor::empty(p.varlen ? Dims{1, p.hq, p.sq} : Dims{p.b, p.hq, p.sq},
                                                              DType::f32);
-  Args f = c.forward_args();
-  f.set("out", out.view()).set("lse", lse.view());
-  run("flash_attention", f);
+  if (forward_on.kind == DeviceKind::cpu) {
+    Args f = c.forward_args();
+    f.set("out", out.view()).set("lse", lse.view());
+    run("flash_attention", f);
+  } else {  // the forward on that device (a GPU build may have no CPU JIT for the features)
+    std::vector<Tensor> keep;
+    Args f = c.scalars;
+    for (const auto& [n, t] : c.inputs) f.set(n, keep.emplace_back(t.to(forward_on)).view());
+    Tensor out_d = out.to(forward_on), lse_d = lse.to(forward_on);
+    f.set("out", out_d.view()).set("lse", lse_d.view());
+    run("flash_attention", f);
+    synchronize(forward_on);
+    out = out_d.to(Device{}), lse = lse_d.to(Device{});
+  }
   c.inputs.emplace_back("out", out);
   c.inputs.emplace_back("lse", lse);
   c.inputs.emplace_back("d_out", detail::random_typed(qs, p.dtype, rng));

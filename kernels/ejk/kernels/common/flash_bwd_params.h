@@ -34,9 +34,13 @@ struct FlashBwdParams {
   i64 dv_stride_b, dv_stride_s, dv_stride_h;
   i64 dbias_stride_b, dbias_stride_h, dbias_stride_q;  // 0 along a broadcast dim; keys contiguous
 
-  // CPU: an f32 accumulator of dbias, [planes, seqlen_q, seqlen_k] (planes as flash_bwd_planes),
-  // where dbias is not itself f32; null otherwise.
+  // An f32 accumulator of dbias, [planes, seqlen_q, seqlen_k] (planes as flash_bwd_planes),
+  // where dbias is not itself f32 (the CPU) or always (CUDA); null otherwise.
   float* dbias_work;
+  // CUDA: the 0-d placeholders of dbias / dsoftmax_aux when bias / softmax_aux is absent (the
+  // kernel writes 0 there); null otherwise.
+  void* zero_dbias;
+  float* zero_dsoftmax_aux;
 };
 
 // Planes of dq tasks: a bias broadcast over the batch (heads) folds every batch (head) into one
