@@ -220,4 +220,39 @@ inline Mismatch compare(const Tensor& got, const std::vector<double>& want) {
   return m;
 }
 
+// Per element of dsoftmax_aux, the sum of its terms' magnitudes |exp(sink_t - lse_i) D_i| over the
+// rows it sums (D_i = d_out_i . out_i - dlse_i, from the case's typed values): the terms have
+// both signs and may cancel to far less than their size, while the rounding of out and lse
+// errs relative to each term. An error bound for dsoftmax_aux is a tolerance times this.
+inline std::vector<double> sink_term_sizes(const Case& c) {
+  const Problem& p = c.p;
+  const Tensor &sinks = c.get("softmax_aux"), &lse = c.get("lse"), &out = c.get("out"), &d_out = c.get("d_out");
+  const Tensor* d_lse = p.d_lse ? &c.get("d_lse") : nullptr;
+  const bool shared = sinks.shape().size() == 1;
+  const int64_t rows = p.varlen ? p.sq : p.b * p.sq;  // query rows of every sequence, one head
+  std::vector<double> size(size_t(sinks.numel()), 0.0);
+  for (int64_t h = 0; h < p.hq; ++h)
+    for (int64_t r = 0; r < rows; ++r) {
+      // lse is [B, Hq, Sq] (varlen [1, Hq, Tq]); out and d_out are rows of [.., Hq, D].
+      const int64_t li = p.varlen ? h * p.sq + r : (r / p.sq * p.hq + h) * p.sq + r % p.sq;
+      const double l = lse.data_as<float>()[li];
+      if (!std::isfinite(l)) continue;
+      double delta = d_lse ? -double(d_lse->data_as<float>()[li]) : 0.0;
+      for (int64_t d = 0; d < p.d; ++d) delta += value_at(out, (r * p.hq + h) * p.d + d) * value_at(d_out, (r * p.hq + h) * p.d + d);
+      for (int64_t t = 0; t < p.num_sinks; ++t) {
+        const int64_t at = shared ? t : h * p.num_sinks + t;
+        size[size_t(at)] += std::abs(std::exp(double(sinks.data_as<float>()[at]) - l) * delta);
+      }
+    }
+  return size;
+}
+
+// Whether every element of dsoftmax_aux is within tol times its terms' size (sink_term_sizes).
+inline bool sinks_within(const Case& c, const Tensor& got, const std::vector<double>& want, double tol) {
+  const std::vector<double> size = sink_term_sizes(c);
+  for (int64_t t = 0; t < got.numel(); ++t)
+    if (!(std::abs(value_at(got, t) - want[size_t(t)]) <= tol * size[size_t(t)])) return false;
+  return true;
+}
+
 }  // namespace flash_bwd_test

@@ -44,7 +44,9 @@ void check_problem(const Problem& p, uint64_t seed) {
     const Mismatch e = compare(t.to(Device{}), r->values);
     INFO(fmt::format("{}: {} -> {}: rel_l2 {:.3e}", name, p.name(), info.key, e.rel_l2));
     CHECK_FALSE(e.nonfinite);
-    CHECK(e.rel_l2 <= 2e-2);
+    // dsoftmax_aux's terms cancel: its bound is relative to their size (sink_term_sizes).
+    if (name == "dsoftmax_aux") CHECK(sinks_within(c, t.to(Device{}), r->values, 2e-2));
+    else CHECK(e.rel_l2 <= 2e-2);
   }
 }
 
