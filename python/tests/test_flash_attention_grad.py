@@ -1,7 +1,7 @@
 """jax.grad through ejk.jax.flash_attention (its custom VJP calls flash_attention_backward with the
 saved out and lse) against JAX's float64 autodiff of flash_grad_reference.attention: q, k, v,
 bias (broadcast dims summed) and sinks, with causal, sliding window, soft cap, segment ids, GQA,
-packed varlen, a loss through lse, bfloat16, under jit; and the backward op itself by name."""
+packed varlen, a loss through lse, bfloat16, under jit, vmap of grad."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -126,3 +126,15 @@ def test_unnormalized_output_has_no_gradient_yet(rng):
     x = operands(rng)
     with pytest.raises(Exception, match="normalize_output"):
         jax.grad(lambda q: flash_attention(q, x["k"], x["v"], normalize_output=False).sum())(x["q"])
+
+
+def test_vmap_of_grad_matches_each_example(rng):
+    """jax.vmap over jax.grad: the backward op maps one example at a time, bit for bit as unmapped."""
+    x = operands(rng, b=2)
+    stacked = {n: jnp.stack([a, a[:, ::-1] * 0.5, -a]) for n, a in x.items()}
+    f = lambda q, k, v: flash_attention(q, k, v, causal=True).sum()
+    got = jax.jit(jax.vmap(jax.grad(f, argnums=(0, 1, 2))))(stacked["q"], stacked["k"], stacked["v"])
+    for i in range(3):
+        want = jax.grad(f, argnums=(0, 1, 2))(stacked["q"][i], stacked["k"][i], stacked["v"][i])
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(b))
