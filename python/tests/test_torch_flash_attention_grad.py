@@ -2,7 +2,7 @@
 against torch's float64 autograd of flash_grad_reference.attention on the CPU (dsoftmax_aux within
 the tolerance of the sum of its terms' magnitudes, which may cancel): q, k, v, bias
 (broadcast dims summed) and sinks, causal, window, soft cap, GQA, bfloat16, a loss through lse;
-torch.compile of forward and backward; and gradcheck of the float64 reference itself, so the
+torch.compile of forward and backward; opcheck of both ops; and gradcheck of the float64 reference itself, so the
 yardstick is not trusted blindly."""
 import numpy as np
 import pytest
@@ -111,3 +111,21 @@ def test_reference_gradcheck(rng):
         out, lse = ref.attention(torch, q, k, v, vis, bias, sinks, 0.7, 2.0)
         return out, torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
     assert torch.autograd.gradcheck(f, tuple(x[n] for n in NAMES))
+
+
+def test_opcheck_forward_with_gradients_and_backward(rng):
+    """opcheck of flash_attention with inputs that require grad (its autograd registration and
+    saved outputs), and of flash_attention_backward itself (no second derivative)."""
+    ops = torch.ops.ejk
+    x = {n: a.requires_grad_() for n, a in operands(rng, bias=(1, 4, 17, 21), sinks=(4, 2)).items()}
+    # Spec order: q, k, v, bias, q/kv segment ids, cum_seqlens q/k, softmax_aux, then the scalars
+    # softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q/k.
+    tensors = (x["q"], x["k"], x["v"], x["bias"], None, None, None, None, x["softmax_aux"])
+    scalars = (0.3, True, None, 5.0, None, None, None)
+    torch.library.opcheck(ops.flash_attention.default, tensors + scalars)
+    out, lse = ops.flash_attention(*tensors, *scalars)
+    d_out = torch.from_numpy(rng.standard_normal(tuple(out.shape))).float()
+    d_lse = torch.from_numpy(rng.standard_normal(tuple(lse.shape))).float()
+    detached = tuple(a.detach() if a is not None else None for a in tensors)
+    torch.library.opcheck(ops.flash_attention_backward.default,
+                          detached + (out.detach(), lse.detach(), d_out, d_lse) + scalars)
