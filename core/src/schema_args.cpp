@@ -352,8 +352,10 @@ void check_references(const SpecReader& r, const ArgSections& a, const std::vect
   for (const TensorArgDef& t : a.tensors) {
     if (!t.like.empty()) {
       auto src = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const TensorArgDef& u) { return u.name == t.like; });
-      if (src == a.tensors.end() || src->output || src->optional)
-        r.fail(t.line, "tensors." + t.name + ".like", fmt::format("'{}' is not a required input tensor", t.like));
+      // An optional output may take an optional input's shape (0-d when that input is absent).
+      if (src == a.tensors.end() || src->output || (src->optional && !t.optional))
+        r.fail(t.line, "tensors." + t.name + ".like",
+               fmt::format("'{}' is not a required input tensor{}", t.like, t.optional ? " or an optional one" : ""));
     }
     for (const std::string& n : t.in_place) {
       auto src = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const TensorArgDef& u) { return u.name == n; });

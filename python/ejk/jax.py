@@ -95,12 +95,18 @@ def _op(op, names, scalars):
     outputs = tuple(p.name for p in _kit.spec(op).outputs)
     values = {name: value for name, _, value in scalars}
 
-    def fwd(*operands):
-        return ffi(*operands), operands
+    # A backward marked `uses_outputs` also gets the forward's outputs (saved, not recomputed).
+    uses_outputs = getattr(backward, "uses_outputs", False)
 
-    def bwd(operands, cotangents):
+    def fwd(*operands):
+        outs = ffi(*operands)
+        return outs, (operands, outs if uses_outputs else None)
+
+    def bwd(residuals, cotangents):
+        operands, outs = residuals
+        extra = {"outputs": dict(zip(outputs, outs))} if uses_outputs else {}
         grads = backward(_FW.call, lambda x: x.shape, dict(zip(names, operands)), values,
-                         dict(zip(outputs, cotangents)))
+                         dict(zip(outputs, cotangents)), **extra)
         return tuple(grads.get(name) for name in names)
 
     differentiable = jax.custom_vjp(lambda *operands: ffi(*operands))

@@ -140,18 +140,23 @@ def _autograd(op, backward):
     outputs = tuple(p.name for p in s.outputs)
     names = tuple(p.name for p in s.inputs)
 
+    # A backward marked `uses_outputs` also gets the forward's outputs (saved, not recomputed).
+    uses_outputs = getattr(backward, "uses_outputs", False)
+
     def setup_context(ctx, inputs, output):
         if backward is None:
             return
-        ctx.save_for_backward(*inputs[:len(names)])
+        outs = tuple(output) if isinstance(output, (tuple, list)) else (output,)
+        ctx.save_for_backward(*inputs[:len(names)], *(outs if uses_outputs else ()))
         ctx.ejk_scalars = {p.name: a for p, a in zip(params[len(names):], inputs[len(names):]) if a is not None}
 
     def run_backward(ctx, *grads):
         if backward is None:
             raise NotImplementedError(f"{op}: ejkernel (C++) has no backward op for it yet, so it has no gradient")
-        saved = dict(zip(names, ctx.saved_tensors))
+        saved = dict(zip(names, ctx.saved_tensors[:len(names)]))
+        extra = {"outputs": dict(zip(outputs, ctx.saved_tensors[len(names):]))} if uses_outputs else {}
         result = backward(_FW.call, lambda x: x.shape, {n: t for n, t in saved.items() if t is not None},
-                          ctx.ejk_scalars, dict(zip(outputs, grads)))
+                          ctx.ejk_scalars, dict(zip(outputs, grads)), **extra)
         return tuple(result.get(p.name) if p.name in names else None for p in params)
 
     return run_backward, setup_context

@@ -152,3 +152,24 @@ def _sharded(fw, tensors, scalars, mesh, in_specs, out_specs, return_lse):
     if return_lse:
         return _sharding.run(run, mesh, specs, (specs[0], lse_spec), operands)
     return _sharding.run(lambda *x: run(*x)[0], mesh, specs, specs[0], operands)
+
+
+# Each differentiable input and its gradient among flash_attention_backward's outputs (segment
+# ids and cum_seqlens are integers: no gradient).
+_GRADIENT_OF = {"q": "dq", "k": "dk", "v": "dv", "bias": "dbias", "softmax_aux": "dsoftmax_aux"}
+
+
+def _backward(call, shape, inputs, scalars, grads, outputs):
+    """flash_attention_backward on the forward's inputs, its saved out and lse, and the gradients
+    of out and lse; the gradients of the inputs given."""
+    result = call("flash_attention_backward", **inputs, **scalars, out=outputs["out"], lse=outputs["lse"],
+                  d_out=grads["out"], d_lse=grads.get("lse"))
+    return {name: result[d] for name, d in _GRADIENT_OF.items() if name in inputs}
+
+
+_backward.uses_outputs = True  # out and lse are saved by the forward, never recomputed
+GRADIENTS = {"flash_attention": _backward}
+# The docstring's gradient sentence, in every framework.
+for _parts in DOCS.values():
+    _parts["no_gradient"] = (" Differentiable (flash_attention_backward from the saved out and lse): gradients "
+                             "reach query, key, value, bias and softmax_aux, through out and lse.")

@@ -162,7 +162,9 @@ struct Binder {
     const TensorView& v = b.tensor(t);
     const TensorArgDef& d = def(t);
     if (!d.like.empty()) {
-      const TensorView& src = b.tensor(s.tensor_index(d.like));
+      // Like an absent optional input: a 0-d placeholder.
+      static const TensorView absent_view{};
+      const TensorView& src = b.has(s.tensor_index(d.like)) ? b.tensor(s.tensor_index(d.like)) : absent_view;
       if (!(v.shape == src.shape))
         fail(d.name, fmt::format("expected shape {} ({}'s), got {}", to_string(src.shape), d.like, to_string(v.shape)));
       b.absent[t] = b.absent[s.tensor_index(d.like)];
@@ -353,7 +355,10 @@ Bound bind(const OpDef& op, const ArgPack& args) {
 
 Dims output_shape(const Bound& b, int t) {
   const TensorArgDef& d = b.op->schema().tensors()[t];
-  if (!d.like.empty()) return b.tensor(b.op->schema().tensor_index(d.like)).shape;
+  if (!d.like.empty()) {
+    const int src = b.op->schema().tensor_index(d.like);
+    return b.has(src) ? b.tensor(src).shape : Dims{};  // like an absent optional input: 0-d
+  }
   const Layout& l = d.layout_in(std::string(b.mode_name()));
   Dims shape;
   for (const LayoutDim& dim : l.dims) {

@@ -1,0 +1,151 @@
+// `ejk run flash_attention_backward`: the forward's problem options, its random inputs, out and
+// lse from the forward run on the CPU (so they are the forward's, as training saves them), a
+// random d_out, and the op's FLOPs (2.5 times the forward's).
+#include <algorithm>
+
+#include "ejk/admin.h"
+#include "op_case.h"
+#include "parse.h"
+
+namespace ejk::cli {
+namespace {
+
+// n lengths summing to total, each >= 1 when total >= n, as offsets from 0.
+std::vector<int32_t> random_cum(int64_t n, int64_t total, std::mt19937_64& rng) {
+  const int64_t slack = total >= n ? total - n : total, base = total >= n ? 1 : 0;
+  std::uniform_int_distribution<int64_t> u(0, slack);
+  std::vector<int64_t> cuts;
+  for (int64_t i = 0; i + 1 < n; ++i) cuts.push_back(u(rng));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<int32_t> cum{0};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t hi = i + 1 < n ? cuts[i] : slack, lo = i == 0 ? 0 : cuts[i - 1];
+    cum.push_back(int32_t(cum.back() + (hi - lo) + base));
+  }
+  return cum;
+}
+
+int64_t longest(const Tensor& cum) {
+  const auto* c = cum.data_as<int32_t>();
+  int64_t m = 0;
+  for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, int64_t(c[i]) - int64_t(c[i - 1]));
+  return m;
+}
+
+class FlashAttentionBackwardCase final : public OpCase {
+ public:
+  const char* op() const override { return "flash_attention_backward"; }
+
+  void add_options(CLI::App& cmd) override {
+    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)")->capture_default_str();
+    cmd.add_option("--sq", sq_, "Query length (varlen: packed total)")->capture_default_str();
+    cmd.add_option("--sk", sk_, "Key length (varlen: packed total)")->capture_default_str();
+    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
+    cmd.add_option("--hkv", hkv_, "Key/value heads (divides hq)")->capture_default_str();
+    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
+    cmd.add_flag("--causal", causal_, "Causal mask (top-left aligned)");
+    cmd.add_option("--window", window_, "Sliding window: W or L,R");
+    cmd.add_option("--softcap", softcap_, "Logit soft cap C > 0: C*tanh(s/C)");
+    cmd.add_option("--scale", scale_, "Softmax scale (default 1/sqrt(D))");
+    cmd.add_option("--num-sinks", sinks_, "Sinks per head (softmax_aux [Hq, N]); with dsoftmax_aux");
+    cmd.add_flag("--shared-sinks", shared_sinks_, "Sinks shared by every head (softmax_aux [N])");
+    cmd.add_flag("--segments", segments_, "Random segment ids (with padding)");
+    cmd.add_flag("--varlen", varlen_, "Packed variable-length sequences");
+    cmd.add_flag("--bias", bias_, "Random additive bias [B, Hq, Sq, Sk]; with dbias");
+    cmd.add_flag("--bias-shared", bias_shared_, "A bias [1, 1, Sq, Sk] broadcast over batch and heads");
+  }
+
+  std::vector<InputSpec> inputs(DType dtype) const override {
+    const int64_t b = size(b_, "--b", 1), sq = size(sq_, "--sq"), sk = size(sk_, "--sk"), hq = size(hq_, "--hq", 1),
+                  hkv = size(hkv_, "--hkv", 1), d = size(d_, "--d", 1);
+    std::vector<InputSpec> in;
+    const Dims q = varlen_ ? Dims{sq, hq, d} : Dims{b, sq, hq, d}, kv = varlen_ ? Dims{sk, hkv, d} : Dims{b, sk, hkv, d};
+    in.push_back({"q", q, dtype});
+    in.push_back({"k", kv, dtype});
+    in.push_back({"v", kv, dtype});
+    if (bias_) in.push_back({"bias", {b, hq, sq, sk}, dtype});
+    else if (bias_shared_) in.push_back({"bias", {1, 1, sq, sk}, dtype});
+    if (segments_) {
+      in.push_back({"q_segment_ids", {b, sq}, DType::i32});
+      in.push_back({"kv_segment_ids", {b, sk}, DType::i32});
+    }
+    if (varlen_) {
+      in.push_back({"cum_seqlens_q", {b + 1}, DType::i32});
+      in.push_back({"cum_seqlens_k", {b + 1}, DType::i32});
+    }
+    const int64_t s = sinks_.empty() ? (shared_sinks_ ? 1 : 0) : parse_int(sinks_, "--num-sinks", 1, 1 << 20);
+    if (s > 0) in.push_back({"softmax_aux", shared_sinks_ ? Dims{s} : Dims{hq, s}, DType::f32});
+    in.push_back({"out", q, dtype});
+    in.push_back({"lse", varlen_ ? Dims{1, hq, sq} : Dims{b, hq, sq}, DType::f32});
+    in.push_back({"d_out", q, dtype});
+    return in;
+  }
+
+  void scalars(HostCase& c) const override {
+    c.set("causal", causal_);
+    if (!window_.empty()) {
+      const IntPair w = parse_int_pair(window_, "--window", 0, INT64_MAX);
+      c.set("sliding_window", std::array<int64_t, 2>{w.first, w.second});
+    }
+    if (!softcap_.empty()) c.set("logits_soft_cap", parse_float(softcap_, "--softcap"));
+    if (!scale_.empty()) c.set("softmax_scale", parse_float(scale_, "--scale"));
+  }
+
+  void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const override {
+    if (name == "cum_seqlens_q" || name == "cum_seqlens_k") {
+      const auto cum = random_cum(t.numel() - 1, name == "cum_seqlens_q" ? size(sq_, "--sq") : size(sk_, "--sk"), rng);
+      std::copy(cum.begin(), cum.end(), t.data_as<int32_t>());
+    } else if (name == "q_segment_ids" || name == "kv_segment_ids") {
+      // Runs of 1 to 3 segments (one count for both), a padded query tail.
+      if (name == "q_segment_ids") nseg_ = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+      const int64_t b = t.shape()[0], len = t.shape()[1];
+      for (int64_t i = 0; i < b; ++i) {
+        const auto cum = random_cum(nseg_, len, rng);
+        for (int64_t s = 0; s < nseg_; ++s)
+          for (int32_t j = cum[s]; j < cum[s + 1]; ++j) t.data_as<int32_t>()[i * len + j] = int32_t(s);
+        if (name == "q_segment_ids" && len > 4)
+          for (int64_t j = len - len / 8; j < len; ++j) t.data_as<int32_t>()[i * len + j] = -1;
+      }
+    } else if (name == "out" || name == "lse") {
+      forward_due_ = true;  // finish() runs the forward into them
+    } else {
+      OpCase::fill(name, t, rng);
+    }
+  }
+
+  void finish(HostCase& c) const override {
+    if (const Tensor* cq = c.input("cum_seqlens_q")) c.set("max_seqlen_q", longest(*cq));
+    if (const Tensor* ck = c.input("cum_seqlens_k")) c.set("max_seqlen_k", longest(*ck));
+    if (!forward_due_) return;  // --load: the saved out and lse
+    forward_due_ = false;
+    Args f;
+    for (const auto& [name, t] : c.inputs)
+      if (name != "out" && name != "lse" && name != "d_out") f.set(name, t.view());
+    for (const auto& [name, value] : c.scalars) f.set(name, value);
+    f.set("out", c.input("out")->view()).set("lse", c.input("lse")->view());
+    run("flash_attention", f);
+  }
+
+  Work work(const HostCase& c) const override { return {call_flops(op(), c.args()), 0}; }
+
+ private:
+  static int64_t size(const std::string& text, const char* option, int64_t min = 0) {
+    return parse_int(text, option, min, int64_t{1} << 40);
+  }
+  std::string b_ = "1", sq_ = "512", sk_ = "512", hq_ = "8", hkv_ = "8", d_ = "128", sinks_;
+  std::string window_, softcap_, scale_;
+  bool causal_ = false, segments_ = false, varlen_ = false, bias_ = false, bias_shared_ = false, shared_sinks_ = false;
+  mutable int64_t nseg_ = 1;
+  mutable bool forward_due_ = false;
+};
+
+}  // namespace
+
+OpCase* flash_attention_backward_case() {
+  static FlashAttentionBackwardCase c;
+  return &c;
+}
+
+EJK_REGISTER_CASE(flash_attention_backward_case);
+
+}  // namespace ejk::cli
