@@ -97,7 +97,11 @@ template <ElemKind K> EJK_HD void gmm_store(void* base, i64 at, bool f32, float 
 }
 
 // One (d)lhs task: rows [i0, i0 + kGmmRows) x output columns [j0, j0 + kGmmCols).
-template <ElemKind K, bool kBackward> EJK_HD void gmm_rows_task(const GroupedMatmulParams& p, i64 rt, i64 ct) {
+// On the variant's Cfg, not its values: a Cfg of the variant's own gives this and its lambda
+// internal linkage, so targets built with other -march flags never share their code.
+template <class Cfg> EJK_HD void gmm_rows_task(const GroupedMatmulParams& p, i64 rt, i64 ct) {
+  constexpr ElemKind K = Cfg::kElem;
+  constexpr bool kBackward = Cfg::kBackward;
   const i64 i0 = rt * kGmmRows, j0 = ct * kGmmCols, ncol = gmm_cols(p, kBackward);
   const int rows = (int)min_of((i64)kGmmRows, p.m - i0), cols = (int)min_of((i64)kGmmCols, ncol - j0);
   float acc[kGmmRows * kGmmCols];
@@ -121,7 +125,8 @@ template <ElemKind K, bool kBackward> EJK_HD void gmm_rows_task(const GroupedMat
 }
 
 // One drhs task: group g, k rows [i0, i0 + kGmmRows) x n columns [j0, j0 + kGmmCols).
-template <ElemKind K> EJK_HD void gmm_drhs_task(const GroupedMatmulParams& p, i64 t) {
+template <class Cfg> EJK_HD void gmm_drhs_task(const GroupedMatmulParams& p, i64 t) {
+  constexpr ElemKind K = Cfg::kElem;
   const i64 kt = ceil_div(p.k, (i64)kGmmRows), nt = ceil_div(p.n, (i64)kGmmCols);
   const i64 g = t / (kt * nt), i0 = t / nt % kt * kGmmRows, j0 = t % nt * kGmmCols;
   const int rows = (int)min_of((i64)kGmmRows, p.k - i0), cols = (int)min_of((i64)kGmmCols, p.n - j0);
@@ -142,8 +147,8 @@ template <ElemKind K> EJK_HD void gmm_drhs_task(const GroupedMatmulParams& p, i6
 template <class Cfg> void gmm_tasks(const GroupedMatmulParams& p, long long task_begin, long long task_end) {
   const i64 lhs_tasks = p.row_tiles * p.col_tiles;
   for (long long t = task_begin; t < task_end; ++t) {
-    if (t < lhs_tasks) gmm_rows_task<Cfg::kElem, Cfg::kBackward>(p, t / p.col_tiles, t % p.col_tiles);
-    else gmm_drhs_task<Cfg::kElem>(p, t - lhs_tasks);
+    if (t < lhs_tasks) gmm_rows_task<Cfg>(p, t / p.col_tiles, t % p.col_tiles);
+    else gmm_drhs_task<Cfg>(p, t - lhs_tasks);
   }
 }
 
