@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from ejk.jax import flash_attention, mean_pooling, merge_attention_states
+from ejk.jax import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states
 
 
 def zeros(*shape, dtype=jnp.float32):
@@ -23,10 +23,10 @@ def zeros(*shape, dtype=jnp.float32):
      "sliding_window"),
     (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), sliding_window="wide"),
      "sliding_window"),
-    (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), None, None,
-                             zeros(1, 8, dtype=jnp.int32)), "kv_segment_ids"),
-    (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), None, None, None, None,
-                             None, None, zeros(2, 2, 2)), "softmax_aux"),
+    (lambda: flash_attention_with_lse(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64),
+                                      q_segment_ids=zeros(1, 8, dtype=jnp.int32)), "kv_segment_ids"),
+    (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), None, None, None,
+                             zeros(2, 2, 2)), "softmax_aux"),
     (lambda: flash_attention(zeros(1, 8, 2, 64, dtype=jnp.complex64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64)),
      "q: dtype complex64"),
     (lambda: mean_pooling(zeros(4, 8), jnp.zeros(3, jnp.float32)), "cu_seqlens"),
