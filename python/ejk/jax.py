@@ -135,10 +135,19 @@ class _Jax:
         """Any lax precision: the kernels' products are exact in the input dtype."""
         if precision is _kit.FRAMEWORK_DEFAULT or precision is None:
             return
-        try:
-            jax.lax.canonicalize_precision(precision)
-        except (TypeError, ValueError):
-            raise ValueError(f"precision: expected a jax.lax.Precision (or its name), got {precision!r}") from None
+        presets = getattr(jax.lax, "DotAlgorithmPreset", ())
+
+        def known(p):
+            if isinstance(p, jax.lax.Precision) or (presets and isinstance(p, presets)):
+                return True
+            if isinstance(p, str):
+                return (p.lower() in {m.name.lower() for m in jax.lax.Precision} or
+                        bool(presets) and p.upper() in presets.__members__)
+            return False
+
+        pair = isinstance(precision, (tuple, list)) and len(precision) == 2
+        if not (all(map(known, precision)) if pair else known(precision)):
+            raise ValueError(f"precision: expected a jax.lax.Precision (or its name), got {precision!r}")
 
     @staticmethod
     def is_float_dtype(dtype):
