@@ -153,6 +153,36 @@ def arg_list(tensors, scalars, device_kind=_lib.DEVICE_CPU):
     return args
 
 
+class _FrameworkDefault:
+    """A default that is the framework's own (a JAX ``Precision``, a dtype): ``bind`` shows the
+    framework's value in the signature (fw.defaults), and a wrapper reads this as "not given"."""
+
+    def __repr__(self):
+        return "<the framework's default>"
+
+
+FRAMEWORK_DEFAULT = _FrameworkDefault()
+
+# platform= as ejkernel.modules spells it: ours, and the seed's backends mapped to where they run.
+_PLATFORMS = {None: "auto", "auto": "auto", "cpu": "cpu", "cuda": "cuda", "xla": "auto", "triton": "cuda",
+              "cute": "cuda", "tilelang": "cuda"}
+
+
+def platform(value):
+    """platform= as "auto", "cpu" or "cuda": the seed's "xla" runs ejkernel's kernels wherever the
+    arrays are; its GPU backends ("triton", "cute", "tilelang", "cuda") are the CUDA kernels."""
+    try:
+        return _PLATFORMS[value]
+    except (KeyError, TypeError):
+        pass
+    if value == "pallas":
+        raise NotImplementedError("platform: 'pallas' (the seed's Pallas kernels) has no counterpart in ejkernel (C++); "
+                                  "it has 'auto', 'cpu' and 'cuda' ('xla' means 'auto'; 'triton', 'cute', 'tilelang' "
+                                  "mean 'cuda')")
+    raise ValueError(f"platform: expected None, 'auto', 'cpu' or 'cuda' (or the seed's 'xla', 'triton', 'cute', "
+                     f"'tilelang'), got {value!r}")
+
+
 def refuse(op, **unsupported):
     """NotImplementedError naming the arguments ejkernel does not implement, if any is given."""
     names = [name for name, given in unsupported.items() if given]
@@ -213,7 +243,10 @@ def bind(fn, fw, doc_parts=None):
         return fn(fw, *args, **kwargs)
 
     signature = inspect.signature(fn)
-    wrapper.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    defaults = getattr(fw, "defaults", {})
+    params = [p.replace(default=defaults[p.name]) if p.default is FRAMEWORK_DEFAULT else p
+              for p in list(signature.parameters.values())[1:]]
+    wrapper.__signature__ = signature.replace(parameters=params)
     del wrapper.__wrapped__
     template = fn.__doc__ if fn.__doc__ else spec_doc(getattr(fn, "op", fn.__name__))
     wrapper.__doc__ = template.format_map(_Parts(doc_parts or {}))

@@ -133,16 +133,71 @@ class _Jax:
     def scalar(name, value, type_name):
         return _kit.scalar(name, value, type_name, _traced)
 
-    @staticmethod
-    def is_default_precision(precision):
-        return precision in (None, jax.lax.Precision.DEFAULT, "default", "DEFAULT")
+    # The seed's defaults for the arguments whose default is a JAX object.
+    defaults = {"precision": jax.lax.Precision.DEFAULT, "logits_dtype": jnp.float32}
 
     @staticmethod
-    def is_float32(dtype):
+    def check_precision(precision):
+        """Any lax precision: the kernels' products are exact in the input dtype."""
+        if precision is _kit.FRAMEWORK_DEFAULT or precision is None:
+            return
+        presets = getattr(jax.lax, "DotAlgorithmPreset", ())
+
+        def known(p):
+            if isinstance(p, jax.lax.Precision) or (presets and isinstance(p, presets)):
+                return True
+            if isinstance(p, str):
+                return (p.lower() in {m.name.lower() for m in jax.lax.Precision} or
+                        bool(presets) and p.upper() in presets.__members__)
+            return False
+
+        pair = isinstance(precision, (tuple, list)) and len(precision) == 2
+        if not (all(map(known, precision)) if pair else known(precision)):
+            raise ValueError(f"precision: expected a jax.lax.Precision (or its name), got {precision!r}")
+
+    @staticmethod
+    def is_float_dtype(dtype):
+        if dtype is _kit.FRAMEWORK_DEFAULT:
+            return True
         try:
-            return dtype is None or np.dtype(dtype) == np.float32
+            return jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
         except TypeError:
             return False
+
+    @staticmethod
+    def on_platform(op, wanted, x):
+        """platform "cpu"/"cuda": the call must run there (JAX's default backend)."""
+        here = "cpu" if jax.default_backend() == "cpu" else "cuda"
+        if wanted not in ("auto", here):
+            raise ValueError(f"platform: {wanted!r} was asked for, but {op} runs on {here} here (JAX's default "
+                             f"backend is {jax.default_backend()!r})")
+
+    @staticmethod
+    def dtype_name(x):
+        return jnp.dtype(x.dtype).name
+
+    @staticmethod
+    def cast_float(x, dtype):
+        """x as `dtype` where x is floating (the seed casts these); anything else as it is, for
+        libejk to refuse by name."""
+        return x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != jnp.dtype(dtype) else x
+
+    @staticmethod
+    def head_dim_multiple(x):
+        return 8 if jax.default_backend() == "cpu" else 16
+
+    @staticmethod
+    def pad_last(x, width):
+        return jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, width - x.shape[-1])])
+
+    @staticmethod
+    def from_jax(x, like):
+        return jnp.asarray(x)
+
+    @staticmethod
+    def zero_rows(out, q_ids):
+        """out [B, Sq, H, D] with 0 where q_ids [B, Sq] < 0."""
+        return jnp.where((q_ids >= 0)[:, :, None, None], out, jnp.zeros((), out.dtype))
 
     @classmethod
     def call(cls, op, **given):

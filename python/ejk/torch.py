@@ -23,6 +23,7 @@ raises NotImplementedError.
 import ctypes
 import os
 
+import numpy as np
 import torch
 
 from . import _kit, _lib
@@ -190,15 +191,53 @@ class _Torch:
             return value
         return _kit.scalar(name, value, type_name)
 
-    @staticmethod
-    def is_default_precision(precision):
-        return precision is None or str(getattr(precision, "name", precision)).upper() == "DEFAULT"
+    # The seed's JAX defaults, in torch's terms (torch has no Precision: None is the default).
+    defaults = {"precision": None, "logits_dtype": torch.float32}
 
     @staticmethod
-    def is_float32(dtype):
-        if dtype is None or dtype is torch.float32 or dtype == "float32":
+    def check_precision(precision):
+        """Any precision (the kernels' products are exact in the input dtype): None, a name or a
+        JAX Precision."""
+
+    @staticmethod
+    def is_float_dtype(dtype):
+        if dtype is _kit.FRAMEWORK_DEFAULT or isinstance(dtype, torch.dtype) and dtype.is_floating_point:
             return True
-        return str(getattr(dtype, "name", getattr(dtype, "__name__", dtype))) == "float32"  # NumPy / JAX spellings
+        name = str(getattr(dtype, "name", getattr(dtype, "__name__", dtype)))  # NumPy / JAX spellings
+        return name in ("float16", "bfloat16", "float32", "float64")
+
+    @staticmethod
+    def on_platform(op, wanted, x):
+        """platform "cpu"/"cuda": the tensors must be there."""
+        if wanted not in ("auto", x.device.type):
+            raise ValueError(f"platform: {wanted!r} was asked for, but query is on {x.device}")
+
+    @staticmethod
+    def dtype_name(x):
+        return str(x.dtype).removeprefix("torch.")
+
+    @staticmethod
+    def cast_float(x, dtype):
+        """x as `dtype` where x is floating (the seed casts these); anything else as it is, for
+        libejk to refuse by name."""
+        return x.to(getattr(torch, dtype)) if x.is_floating_point() and str(x.dtype) != f"torch.{dtype}" else x
+
+    @staticmethod
+    def head_dim_multiple(x):
+        return 16 if x.device.type == "cuda" else 8
+
+    @staticmethod
+    def pad_last(x, width):
+        return torch.nn.functional.pad(x, (0, width - x.shape[-1]))
+
+    @staticmethod
+    def from_jax(x, like):
+        return torch.from_numpy(np.asarray(x)).to(like.device)
+
+    @staticmethod
+    def zero_rows(out, q_ids):
+        """out [B, Sq, H, D] with 0 where q_ids [B, Sq] < 0."""
+        return torch.where((q_ids >= 0)[:, :, None, None], out, torch.zeros((), dtype=out.dtype, device=out.device))
 
     @classmethod
     def call(cls, op, **given):

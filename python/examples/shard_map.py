@@ -20,10 +20,10 @@ from ejk.jax import flash_attention
 mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
 q, k, v = (jax.random.normal(key, (4, 512, 8, 64), jnp.bfloat16) for key in jax.random.split(jax.random.key(0), 3))
 
-# One spec per operand in ejkernel.modules' order: query, key, value, then attention_mask, bias,
-# softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids, kv_segment_ids (None: not given).
+# One spec per operand in ejkernel.modules' order: query, key, value, bias, softmax_aux,
+# cum_seqlens_q, cum_seqlens_k (None: not given).
 spec = P("data", None, "model", None)
-sharded = jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=True, mesh=mesh, in_specs=(spec,) * 3 + (None,) * 7,
+sharded = jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=True, mesh=mesh, in_specs=(spec,) * 3 + (None,) * 4,
                                                   out_specs=spec))
 out = sharded(q, k, v)
 whole = jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=True))(q, k, v)

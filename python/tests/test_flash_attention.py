@@ -1,5 +1,6 @@
 """flash_attention under jax.jit against the float64 reference: masks, soft-capping, sinks, GQA,
-bias, segment ids, packed varlen, dtypes, and a head_dim outside the built-in set (JIT)."""
+bias, segment ids, packed varlen, dtypes, head_dims outside the built-in set (JIT) and outside the
+kernels' tiling (padded), the seed's call form and the dtypes it casts."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,9 +8,9 @@ import pytest
 
 import reference
 from conftest import assert_close
-from ejk.jax import flash_attention
+from ejk.jax import flash_attention, flash_attention_with_lse
 
-STATIC = ("softmax_scale", "causal", "sliding_window", "logits_soft_cap", "normalize_output", "return_lse")
+STATIC = ("softmax_scale", "causal", "sliding_window", "logits_soft_cap", "normalize_output")
 
 
 def qkv(rng, b=2, sq=70, sk=90, hq=4, hkv=2, d=64, dtype=jnp.float32):
@@ -18,7 +19,7 @@ def qkv(rng, b=2, sq=70, sk=90, hq=4, hkv=2, d=64, dtype=jnp.float32):
 
 
 def run_jit(*args, **opts):
-    return jax.jit(flash_attention, static_argnames=STATIC)(*args, return_lse=True, **opts)
+    return jax.jit(flash_attention_with_lse, static_argnames=STATIC)(*args, **opts)
 
 
 CASES = {
@@ -44,7 +45,7 @@ def test_masks_and_logits(rng, name):
 def test_sinks(rng, per_head):
     q, k, v = qkv(rng, hq=4, hkv=1)  # MQA too
     sinks = jnp.asarray(rng.standard_normal((4, 3) if per_head else (3,)), jnp.float32)
-    out, lse = run_jit(q, k, v, None, None, None, None, None, None, sinks, causal=True)
+    out, lse = run_jit(q, k, v, None, None, None, sinks, causal=True)
     ref_out, ref_lse = reference.flash_attention(q, k, v, softmax_aux=sinks, causal=True)
     assert_close(out, ref_out)
     assert_close(lse, ref_lse)
@@ -54,7 +55,7 @@ def test_bias_and_segments(rng):
     q, k, v = qkv(rng, sq=64, sk=64)
     bias = jnp.asarray(rng.standard_normal((1, 4, 64, 64)), jnp.float32)
     seg = jnp.asarray(np.repeat([[0, 1, 1, -1]], 16, axis=1).repeat(2, axis=0), jnp.int32)
-    out, lse = run_jit(q, k, v, None, bias, seg, seg)
+    out, lse = run_jit(q, k, v, bias, q_segment_ids=seg, kv_segment_ids=seg)
     ref_out, ref_lse = reference.flash_attention(q, k, v, bias=bias, q_segment_ids=seg, kv_segment_ids=seg)
     assert_close(out, ref_out)
     assert_close(lse, ref_lse)
@@ -64,7 +65,7 @@ def test_varlen(rng):
     cu_q, cu_k = np.array([0, 17, 17, 60], np.int32), np.array([0, 30, 41, 100], np.int32)
     q = jnp.asarray(rng.standard_normal((60, 4, 64)), jnp.float32)
     k, v = (jnp.asarray(rng.standard_normal((100, 2, 64)), jnp.float32) for _ in range(2))
-    out, lse = run_jit(q, k, v, None, None, None, None, jnp.asarray(cu_q), jnp.asarray(cu_k), causal=True,
+    out, lse = run_jit(q, k, v, None, jnp.asarray(cu_q), jnp.asarray(cu_k), causal=True,
                        logits_soft_cap=10.0)
     ref_out, ref_lse = reference.flash_attention(q, k, v, cum_seqlens_q=cu_q, cum_seqlens_k=cu_k, causal=True,
                                                  logits_soft_cap=10.0)
@@ -88,8 +89,68 @@ def test_new_head_dim_compiles(rng):
 def test_seed_call_form(rng):
     """Positional tensors, keyword options and the defaults of ejkernel.modules.flash_attention."""
     q, k, v = qkv(rng)
-    out = flash_attention(q, k, v, None, None, None, None, None, None, None, softmax_scale=None, dropout_prob=0.0,
-                          causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
-                          normalize_output=True, precision=jax.lax.Precision.DEFAULT, logits_dtype=jnp.float32)
+    out = flash_attention(q, k, v, None, None, None, None, None, mask_info=None, softmax_scale=None,
+                          dropout_prob=0.0, causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
+                          normalize_output=True, precision=jax.lax.Precision.DEFAULT, logits_dtype=jnp.float32,
+                          platform="xla", cfg=None, mesh=None, in_specs=None, out_specs=None)
     assert out.shape == q.shape
     assert_close(out, reference.flash_attention(q, k, v)[0])
+    # Any precision and a float logits_dtype: the kernel is at least that precise.
+    out = flash_attention(q, k, v, precision=jax.lax.Precision.HIGHEST, logits_dtype=jnp.bfloat16)
+    assert_close(out, reference.flash_attention(q, k, v)[0])
+
+
+def test_seed_casts(rng):
+    """Sinks of any float dtype become float32, a bias of another float dtype query's, as the seed casts them."""
+    q, k, v = qkv(rng, sq=32, sk=32, dtype=jnp.bfloat16)
+    sinks = jnp.asarray(rng.standard_normal((4, 2)), jnp.bfloat16)
+    bias = jnp.asarray(rng.standard_normal((1, 4, 32, 32)), jnp.float32)
+    out = jax.jit(flash_attention)(q, k, v, bias, None, None, sinks)
+    want = reference.flash_attention(q, k, v, bias=np.asarray(bias.astype(jnp.bfloat16), np.float64),
+                                     softmax_aux=np.asarray(sinks, np.float64))[0]
+    assert_close(out, want, "bfloat16")
+
+
+@pytest.mark.parametrize("d", [33, 4])
+def test_head_dim_padded(rng, d):
+    """A head_dim the kernels do not tile runs, zero-padded (the scale is still 1/sqrt(d))."""
+    q, k, v = qkv(rng, sq=20, sk=24, d=d)
+    out = jax.jit(flash_attention, static_argnames=STATIC)(q, k, v, causal=True)
+    assert out.shape == q.shape
+    assert_close(out, reference.flash_attention(q, k, v, causal=True)[0])
+
+
+@pytest.mark.parametrize("platform", ["cpu", "auto", None, "xla"])
+def test_platform_names(rng, platform):
+    q, k, v = qkv(rng, sq=8, sk=8)
+    assert_close(flash_attention(q, k, v, platform=platform), reference.flash_attention(q, k, v)[0])
+
+
+@pytest.mark.parametrize("platform, error, match", [
+    ("triton", ValueError, r"^platform: 'cuda' was asked for, but flash_attention runs on cpu here"),
+    ("cuda", ValueError, r"^platform: 'cuda' was asked for"),
+    ("pallas", NotImplementedError, r"^platform: 'pallas' .* it has 'auto', 'cpu' and 'cuda'"),
+    ("tpu", ValueError, r"^platform: expected None, 'auto', 'cpu' or 'cuda'"),
+])
+def test_platform_refused(rng, platform, error, match):
+    q, k, v = qkv(rng, sq=8, sk=8)
+    with pytest.raises(error, match=match):
+        flash_attention(q, k, v, platform=platform)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dropout_prob=0.1), r"^flash_attention: dropout_prob is not supported"),
+    (dict(cfg={"block_q": 64}), r"^flash_attention: cfg is not supported"),
+    (dict(logits_dtype=jnp.int32), r"^logits_dtype: expected a floating dtype"),
+    (dict(precision="sideways"), r"^precision: expected a jax.lax.Precision"),
+])
+def test_refused_by_name(rng, kwargs, match):
+    q, k, v = qkv(rng, sq=8, sk=8)
+    with pytest.raises((NotImplementedError, ValueError), match=match):
+        flash_attention(q, k, v, **kwargs)
+
+
+def test_block_tables_refused(rng):
+    q, k, v = qkv(rng, sq=8, sk=8)
+    with pytest.raises(NotImplementedError, match=r"^flash_attention: block_tables is not supported"):
+        flash_attention(q, k, v, None, None, None, None, jnp.zeros((2, 1), jnp.int32))

@@ -8,7 +8,7 @@ import pytest
 
 import reference
 from conftest import assert_close
-from ejk.jax import flash_attention, mean_pooling, merge_attention_states
+from ejk.jax import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states
 
 
 def _gpu():
@@ -20,7 +20,7 @@ def _gpu():
 
 GPU = _gpu()
 pytestmark = pytest.mark.skipif(isinstance(GPU, str), reason=f"no CUDA device for JAX: {GPU}")
-STATIC = ("softmax_scale", "causal", "sliding_window", "logits_soft_cap", "normalize_output", "return_lse")
+STATIC = ("softmax_scale", "causal", "sliding_window", "logits_soft_cap", "normalize_output")
 
 
 def on_gpu(rng, shape, dtype=jnp.bfloat16):
@@ -41,7 +41,7 @@ def test_flash_attention(rng, name):
     c = dict(CASES[name])
     d, hq, hkv, dtype = c.pop("d"), c.pop("hq", 4), c.pop("hkv", 2), c.pop("dtype", jnp.bfloat16)
     q, k, v = on_gpu(rng, (2, 300, hq, d), dtype), on_gpu(rng, (2, 333, hkv, d), dtype), on_gpu(rng, (2, 333, hkv, d), dtype)
-    out, lse = jax.jit(flash_attention, static_argnames=STATIC)(q, k, v, return_lse=True, **c)
+    out, lse = jax.jit(flash_attention_with_lse, static_argnames=STATIC)(q, k, v, **c)
     assert out.devices() == {GPU} and out.dtype == dtype
     ref_out, ref_lse = reference.flash_attention(np.asarray(q), np.asarray(k), np.asarray(v), **c)
     assert_close(out, ref_out, np.dtype(dtype).name)
@@ -52,7 +52,7 @@ def test_flash_attention_varlen(rng):
     cu_q, cu_k = np.array([0, 100, 100, 260], np.int32), np.array([0, 130, 200, 390], np.int32)
     q, k, v = on_gpu(rng, (260, 4, 128)), on_gpu(rng, (390, 2, 128)), on_gpu(rng, (390, 2, 128))
     f = jax.jit(flash_attention, static_argnames=STATIC)
-    out = f(q, k, v, None, None, None, None, jax.device_put(cu_q, GPU), jax.device_put(cu_k, GPU), causal=True)
+    out = f(q, k, v, None, jax.device_put(cu_q, GPU), jax.device_put(cu_k, GPU), causal=True)
     ref = reference.flash_attention(np.asarray(q), np.asarray(k), np.asarray(v), cum_seqlens_q=cu_q,
                                     cum_seqlens_k=cu_k, causal=True)[0]
     assert_close(out, ref, "bfloat16")

@@ -6,7 +6,7 @@ import pytest
 
 import reference
 from conftest import assert_close
-from ejk.jax import flash_attention, mean_pooling, merge_attention_states
+from ejk.jax import flash_attention_with_lse, mean_pooling, merge_attention_states
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
@@ -50,8 +50,8 @@ def test_merge_attention_states(rng):
 def test_merging_split_kv_halves_is_attention_over_all_keys(rng):
     q = jnp.asarray(rng.standard_normal((1, 40, 2, 64)), jnp.float32)
     k, v = (jnp.asarray(rng.standard_normal((1, 80, 2, 64)), jnp.float32) for _ in range(2))
-    a = flash_attention(q, k[:, :50], v[:, :50], return_lse=True)
-    b = flash_attention(q, k[:, 50:], v[:, 50:], return_lse=True)
+    a = flash_attention_with_lse(q, k[:, :50], v[:, :50])
+    b = flash_attention_with_lse(q, k[:, 50:], v[:, 50:])
     out, _ = merge_attention_states(a[0], a[1], b[0], b[1])
     assert_close(out, reference.flash_attention(q, k, v)[0])
 

@@ -229,7 +229,9 @@ def test_bad_arguments_are_named(rng):
     with pytest.raises(jax.errors.JaxRuntimeError, match="cu_seqlens: last entry must equal the packed length 23"):
         jax.block_until_ready(recurrent_attention(q[0], k[0], v[0], None, None, None, None, None,
                                                   jnp.asarray([0, 5], jnp.int32)))
-    with pytest.raises(NotImplementedError, match="platform"):
+    with pytest.raises(ValueError, match="^platform: 'cuda' was asked for, but recurrent_attention runs on cpu"):
         recurrent_attention(q, k, v, platform="triton")
+    with pytest.raises(NotImplementedError, match="^platform: 'pallas'"):
+        recurrent_attention(q, k, v, platform="pallas")
     with pytest.raises(ValueError, match="reverse"):  # a traced option cannot become an attribute
         jax.jit(lambda r: recurrent_attention(q, k, v, reverse=r))(True)

@@ -15,10 +15,11 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 import reference
 from conftest import assert_close
-from ejk.jax import flash_attention
+from ejk.jax import flash_attention, flash_attention_with_lse
+from ejk.types import MaskInfo
 
 DEVICES = 4
-NO_SPEC = (None,) * 7  # in_specs past query, key, value: attention_mask ... kv_segment_ids
+NO_SPEC = (None,) * 4  # in_specs past query, key, value: bias, softmax_aux, cum_seqlens_q, cum_seqlens_k
 
 
 def normal(rng, *shape):
@@ -44,7 +45,8 @@ def local_call_in_hlo(f, args, local_q_shape):
 
 
 def case_batch():
-    """Batch over 4 devices, with bias and segment ids sharded alike; out and lse, jit and eager."""
+    """Batch over 4 devices, with bias and segment ids sharded alike (given, or from mask_info as
+    the seed shards them); out and lse, jit and eager."""
     rng = np.random.default_rng(0)
     mesh = mesh_of((4,), ("data",))
     q, k, v = normal(rng, 4, 24, 4, 64), normal(rng, 4, 40, 2, 64), normal(rng, 4, 40, 2, 64)
@@ -52,11 +54,11 @@ def case_batch():
     q_seg = jnp.asarray(rng.integers(0, 2, (4, 24)), jnp.int32)
     kv_seg = jnp.asarray(rng.integers(0, 2, (4, 40)), jnp.int32)
     spec, rows = P("data", None, None, None), P("data", None)
-    in_specs = (spec, spec, spec, None, spec, None, None, None, rows, rows)
+    in_specs = (spec, spec, spec, spec, None, None, None, rows, rows)
 
     def sharded(q, k, v, bias, q_seg, kv_seg):
-        return flash_attention(q, k, v, None, bias, q_seg, kv_seg, causal=True, mesh=mesh, in_specs=in_specs,
-                               out_specs=spec, return_lse=True)
+        return flash_attention_with_lse(q, k, v, bias, q_segment_ids=q_seg, kv_segment_ids=kv_seg, causal=True,
+                                        mesh=mesh, in_specs=in_specs, out_specs=spec)
 
     args = (q, k, v, bias, q_seg, kv_seg)
     out, lse = jax.jit(sharded)(*args)
@@ -64,8 +66,13 @@ def case_batch():
     want = reference.flash_attention(q, k, v, bias=bias, q_segment_ids=q_seg, kv_segment_ids=kv_seg, causal=True)
     assert_close(out, want[0])
     assert_close(lse, want[1])
-    whole = flash_attention(q, k, v, None, bias, q_seg, kv_seg, causal=True, return_lse=True)
+    whole = flash_attention_with_lse(q, k, v, bias, q_segment_ids=q_seg, kv_segment_ids=kv_seg, causal=True)
     assert_close(out, whole[0])
+    info = MaskInfo.from_segments(q_seg, kv_seg, batch_axis_name="data", qheads_axis_name=None,
+                                  kvheads_axis_name=None, sequence_axis_name=None)
+    seed_form = jax.jit(lambda q, k, v, bias, info: flash_attention(
+        q, k, v, bias, mask_info=info.apply_causal(), mesh=mesh, in_specs=in_specs[:7], out_specs=spec))
+    assert_close(seed_form(q, k, v, bias, info), whole[0])
     assert_close(lse, whole[1])
     assert_close(sharded(*args)[0], whole[0])  # eager: shard_map without jit
     local_call_in_hlo(sharded, args, (1, 24, 4, 64))
@@ -79,11 +86,11 @@ def case_heads():
     q, k, v = normal(rng, 2, 32, 8, 64), normal(rng, 2, 32, 4, 64), normal(rng, 2, 32, 4, 64)
     sinks = normal(rng, 8, 2)
     spec = P(None, None, "model", None)
-    in_specs = (spec, spec, spec, None, None, P("model", None), None, None, None, None)
+    in_specs = (spec, spec, spec, None, P("model", None), None, None)
     options = dict(sliding_window=(6, 2), logits_soft_cap=20.0)
-    f = jax.jit(lambda q, k, v, s: flash_attention(q, k, v, None, None, None, None, None, None, s, mesh=mesh,
-                                                   in_specs=in_specs, out_specs=(spec, P(None, "model", None)),
-                                                   return_lse=True, **options))
+    f = jax.jit(lambda q, k, v, s: flash_attention_with_lse(q, k, v, None, None, None, s, mesh=mesh,
+                                                            in_specs=in_specs, out_specs=(spec, P(None, "model", None)),
+                                                            **options))
     out, lse = f(q, k, v, sinks)
     want = reference.flash_attention(q, k, v, softmax_aux=sinks, **options)
     assert_close(out, want[0])
@@ -93,9 +100,9 @@ def case_heads():
     tq = normal(rng, 30, 8, 64)
     cu = jnp.asarray([0, 12, 30], jnp.int32)
     packed = P(None, "model", None)
-    varlen_specs = (packed, packed, packed, None, None, None, P(), P(), None, None)
-    out, lse = jax.jit(lambda x: flash_attention(x, x, x, None, None, None, None, cu, cu, causal=True, mesh=mesh,
-                                                 in_specs=varlen_specs, out_specs=packed, return_lse=True))(tq)
+    varlen_specs = (packed, packed, packed, None, None, P(), P())
+    out, lse = jax.jit(lambda x: flash_attention_with_lse(x, x, x, None, cu, cu, causal=True, mesh=mesh,
+                                                          in_specs=varlen_specs, out_specs=packed))(tq)
     want = reference.flash_attention(tq, tq, tq, cum_seqlens_q=cu, cum_seqlens_k=cu, causal=True)
     assert lse.shape == (1, 8, 30)
     assert_close(out, want[0])
@@ -129,8 +136,8 @@ def case_bad_specs():
         with pytest.raises(ValueError, match=match):
             flash_attention(q, q, q, **{**good, **changes})
 
-    raises(r"in_specs: expected 10 PartitionSpecs .* query, key, value, attention_mask", in_specs=(spec,) * 3)
-    raises(r"in_specs: expected 10", in_specs=spec)
+    raises(r"in_specs: expected 7 PartitionSpecs .* query, key, value, bias, softmax_aux", in_specs=(spec,) * 3)
+    raises(r"in_specs: expected 7", in_specs=spec)
     raises(r"in_specs\[1\] \(key\): expected a jax.sharding.PartitionSpec", in_specs=(spec, "x", spec) + NO_SPEC)
     raises(r"in_specs\[2\] \(value\): .* names mesh axis 'heads', which the mesh lacks",
            in_specs=(spec, spec, P(None, None, "heads")) + NO_SPEC)
@@ -140,8 +147,8 @@ def case_bad_specs():
            in_specs=(P(("data", "model")), spec, spec) + NO_SPEC)
     raises(r"out_specs: expected P\('data', None, 'model', None\), as query's", out_specs=P("data"))
     raises(r"out_specs: expected a PartitionSpec for the output; got", out_specs=(spec, P("data", "model")))
-    raises(r"out_specs\[1\] \(lse\): expected P\('data', 'model', None\)",
-           out_specs=(spec, P("data", None, "model")), return_lse=True)
+    with pytest.raises(ValueError, match=r"out_specs\[1\] \(lse\): expected P\('data', 'model', None\)"):
+        flash_attention_with_lse(q, q, q, **{**good, "out_specs": (spec, P("data", None, "model"))})
     raises(r"mesh: expected a jax.sharding.Mesh, got dict", mesh={"data": 2})
     with pytest.raises(ValueError, match=r"^flash_attention: k: "):  # libejk's own check, on the global shapes
         flash_attention(q, q[..., :32], q, **good)

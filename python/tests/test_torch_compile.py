@@ -10,7 +10,7 @@ from torch_support import assert_rel_l2, import_torch, no_cpu_jit, numpy64
 
 torch = import_torch()
 import ejk.torch  # noqa: E402
-from ejk.torch import flash_attention, mean_pooling, merge_attention_states  # noqa: E402
+from ejk.torch import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states  # noqa: E402
 
 ops = torch.ops.ejk
 # Masked CPU variants are compiled on first use: without the CPU JIT (a GPU machine without LLVM)
@@ -71,11 +71,11 @@ def test_opcheck_merge_attention_states(rng):
 def test_fake_kernels_give_the_outputs_shapes_and_dtypes():
     with torch._subclasses.fake_tensor.FakeTensorMode():
         q, kv = torch.empty(2, 8, 4, 64, dtype=torch.bfloat16), torch.empty(2, 16, 2, 64, dtype=torch.bfloat16)
-        out, lse = flash_attention(q, kv, kv, return_lse=True)
+        out, lse = flash_attention_with_lse(q, kv, kv)
         assert out.shape == q.shape and out.dtype == torch.bfloat16
         assert lse.shape == (2, 4, 8) and lse.dtype == torch.float32
         cu = torch.empty(4, dtype=torch.int32)
-        out, lse = flash_attention(q[0], kv[0], kv[0], None, None, None, None, cu, cu, return_lse=True)
+        out, lse = flash_attention_with_lse(q[0], kv[0], kv[0], None, cu, cu)
         assert lse.shape == (1, 4, 8)
         assert mean_pooling(torch.empty(40, 16), cu).shape == (3, 16)
         assert ops.mean_pooling_backward(torch.empty(3, 16), None, 7).shape == (3, 7, 16)
@@ -94,7 +94,7 @@ def test_compiled_flash_attention(rng):
 
     @torch.compile(fullgraph=True)
     def attend(q, k, v):  # around the op, so inductor fuses and the op is an extern call
-        out, lse = flash_attention(q * 2.0, k, v, causal=True, sliding_window=(16, 0), return_lse=True)
+        out, lse = flash_attention_with_lse(q * 2.0, k, v, causal=True, sliding_window=(16, 0))
         return out + 1.0, lse
 
     out, lse = attend(q, k, v)
@@ -145,7 +145,7 @@ def test_dynamic_shapes_trace_once(rng, varlen):
             x, cu = randn(rng, (t, 16)), torch.tensor([0, 5, t], dtype=torch.int32)
             assert_rel_l2(pool(x, cu), reference.mean_pooling(x.numpy(), cu.numpy()))
     else:
-        attend = torch.compile(lambda q, k: flash_attention(q, k, k, causal=True, return_lse=True)[1],
+        attend = torch.compile(lambda q, k: flash_attention_with_lse(q, k, k, causal=True)[1],
                                backend=backend, fullgraph=True, dynamic=True)
         for s, sk in ((16, 24), (40, 56)):
             q, k = randn(rng, (2, s, 2, 64)), randn(rng, (2, sk, 2, 64))

@@ -10,7 +10,7 @@ import reference
 from torch_support import assert_rel_l2, import_torch, numpy64, poison
 
 torch = import_torch()
-from ejk.torch import flash_attention, mean_pooling, merge_attention_states  # noqa: E402
+from ejk.torch import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device for torch "
                                 f"(torch {torch.__version__}, CUDA {torch.version.cuda})")
@@ -24,7 +24,7 @@ def on_gpu(rng, shape, dtype=torch.bfloat16, device=GPU):
 def run(q, k, v, *optional, **opts):
     b, sq, hq = (1, q.shape[-3], q.shape[-2]) if q.dim() == 3 else q.shape[:3]
     poison(torch, q.device, q.shape, (b, hq, sq))
-    return flash_attention(q, k, v, *optional, return_lse=True, **opts)
+    return flash_attention_with_lse(q, k, v, *optional, **opts)
 
 
 def expect(q, k, v, **opts):
@@ -61,7 +61,7 @@ def test_varlen_sinks_and_segments(rng):
     cu_q = torch.tensor([0, 100, 100, 333], dtype=torch.int32, device=GPU)
     cu_k = torch.tensor([0, 150, 170, 400], dtype=torch.int32, device=GPU)
     q, k, v = on_gpu(rng, (333, 4, 64)), on_gpu(rng, (400, 2, 64)), on_gpu(rng, (400, 2, 64))
-    out, lse = run(q, k, v, None, None, None, None, cu_q, cu_k, causal=True)
+    out, lse = run(q, k, v, None, cu_q, cu_k, causal=True)
     ref_out, ref_lse = expect(q, k, v, cum_seqlens_q=cu_q.cpu().numpy(), cum_seqlens_k=cu_k.cpu().numpy(), causal=True)
     assert_rel_l2(out, ref_out, "bfloat16")
     assert_rel_l2(lse, ref_lse, "bfloat16")

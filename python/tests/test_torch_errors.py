@@ -8,7 +8,7 @@ import pytest
 from torch_support import import_torch
 
 torch = import_torch()
-from ejk.torch import flash_attention, mean_pooling, merge_attention_states  # noqa: E402
+from ejk.torch import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states  # noqa: E402
 
 
 def zeros(*shape, dtype=torch.float32):
@@ -26,11 +26,11 @@ def zeros(*shape, dtype=torch.float32):
      "sliding_window"),
     (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), sliding_window="wide"),
      "sliding_window"),
-    (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), None, None,
-                             zeros(1, 8, dtype=torch.int32)), "kv_segment_ids"),
-    (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), None, None, None, None,
-                             None, None, zeros(2, 2, 2)), "softmax_aux"),
-    (lambda: flash_attention(zeros(8, 2, 64), zeros(8, 2, 64), zeros(8, 2, 64), None, None, None, None,
+    (lambda: flash_attention_with_lse(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64),
+                                      q_segment_ids=zeros(1, 8, dtype=torch.int32)), "kv_segment_ids"),
+    (lambda: flash_attention(zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64), None, None, None,
+                             zeros(2, 2, 2)), "softmax_aux"),
+    (lambda: flash_attention(zeros(8, 2, 64), zeros(8, 2, 64), zeros(8, 2, 64), None,
                              torch.tensor([0, 8]), torch.tensor([0, 8])), "cum_seqlens_q"),  # int64, not int32
     (lambda: flash_attention(zeros(1, 8, 2, 64, dtype=torch.complex64), zeros(1, 8, 2, 64), zeros(1, 8, 2, 64)),
      "q:"),
@@ -46,10 +46,9 @@ def test_bad_arguments_raise_value_error_naming_them(call, message):
 
 @pytest.mark.parametrize("kwargs, names", [
     (dict(dropout_prob=0.1), "dropout_prob"),
-    (dict(cfg=object(), mesh=object()), "cfg, mesh are"),
-    (dict(platform="triton"), "platform"),
-    (dict(precision="HIGHEST"), "precision"),
-    (dict(logits_dtype=torch.bfloat16), "logits_dtype"),
+    (dict(cfg=object()), "cfg is"),
+    (dict(mesh=object(), out_specs=object()), "mesh, out_specs are"),
+    (dict(platform="pallas"), "platform: 'pallas'"),
 ])
 def test_unsupported_options_raise_not_implemented(kwargs, names):
     q = zeros(1, 8, 2, 64)
@@ -57,15 +56,21 @@ def test_unsupported_options_raise_not_implemented(kwargs, names):
         flash_attention(q, q, q, **kwargs)
 
 
-def test_attention_mask_is_not_implemented():
+def test_block_tables_is_not_implemented():
     q = zeros(1, 8, 2, 64)
-    with pytest.raises(NotImplementedError, match="attention_mask"):
-        flash_attention(q, q, q, torch.ones((1, 1, 8, 8), dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match="block_tables"):
+        flash_attention(q, q, q, None, None, None, None, torch.zeros((1, 1), dtype=torch.int32))
 
 
-def test_mean_pooling_platform_is_not_implemented():
-    with pytest.raises(NotImplementedError, match="platform"):
-        mean_pooling(zeros(2, 4, 8), platform="triton")
+def test_platform_must_be_where_the_tensors_are():
+    q = zeros(1, 8, 2, 64)
+    with pytest.raises(ValueError, match="^platform: 'cuda' was asked for, but query is on cpu"):
+        flash_attention(q, q, q, platform="triton")
+    with pytest.raises(ValueError, match="^platform: 'cuda' was asked for"):
+        mean_pooling(zeros(2, 4, 8), platform="cuda")
+    assert flash_attention(q, q, q, platform="xla").shape == q.shape
+    # Any precision, any float logits_dtype: the kernel is at least as precise.
+    assert flash_attention(q, q, q, precision="HIGHEST", logits_dtype=torch.bfloat16).shape == q.shape
 
 
 def test_backward_through_flash_attention_says_there_is_no_gradient():

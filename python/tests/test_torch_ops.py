@@ -9,7 +9,7 @@ import reference
 from torch_support import assert_rel_l2, import_torch, no_cpu_jit, numpy64, poison
 
 torch = import_torch()
-from ejk.torch import flash_attention, mean_pooling, merge_attention_states  # noqa: E402
+from ejk.torch import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states  # noqa: E402
 
 # The CPU's built-in set has the plain variants; masks, soft-capping and sinks are compiled on
 # first use, which needs the CPU JIT (LLVM 19: a GPU machine without it runs the CUDA tests only).
@@ -28,7 +28,7 @@ def run(q, k, v, *optional, **opts):
     """flash_attention with out and lse, its output memory poisoned first."""
     b, sq, hq = (1, q.shape[-3], q.shape[-2]) if q.dim() == 3 else q.shape[:3]
     poison(torch, q.device, q.shape, (b, hq, sq))
-    return flash_attention(q, k, v, *optional, return_lse=True, **opts)
+    return flash_attention_with_lse(q, k, v, *optional, **opts)
 
 
 def expect(q, k, v, **opts):
@@ -59,7 +59,7 @@ def test_masks_and_logits(rng, name):
 def test_sinks(rng, per_head):
     q, k, v = qkv(rng, hq=4, hkv=1)  # MQA too
     sinks = randn(rng, (4, 3) if per_head else (3,))
-    out, lse = run(q, k, v, None, None, None, None, None, None, sinks, causal=True)
+    out, lse = run(q, k, v, None, None, None, sinks, causal=True)
     ref_out, ref_lse = reference.flash_attention(*(numpy64(x) for x in (q, k, v)), softmax_aux=numpy64(sinks),
                                                  causal=True)
     assert_rel_l2(out, ref_out)
@@ -70,7 +70,7 @@ def test_bias_and_segments(rng):
     q, k, v = qkv(rng, sq=64, sk=64)
     bias = randn(rng, (1, 4, 64, 64))
     seg = torch.tensor(np.repeat([[0, 1, 1, -1]], 16, axis=1).repeat(2, axis=0), dtype=torch.int32)
-    out, lse = run(q, k, v, None, bias, seg, seg)  # padding rows (-1) see no key: lse -inf
+    out, lse = run(q, k, v, bias, q_segment_ids=seg, kv_segment_ids=seg)  # padding rows (-1) see no key: lse -inf
     ref_out, ref_lse = reference.flash_attention(*(numpy64(x) for x in (q, k, v)), bias=numpy64(bias),
                                                  q_segment_ids=seg.numpy(), kv_segment_ids=seg.numpy())
     assert np.isneginf(ref_lse).any()
@@ -84,7 +84,7 @@ def test_varlen(rng, leading_one):
     q = randn(rng, (60, 4, 64))
     k, v = randn(rng, (100, 2, 64)), randn(rng, (100, 2, 64))
     args = [x[None] if leading_one else x for x in (q, k, v)]
-    out, lse = run(*args, None, None, None, None, cu_q, cu_k, causal=True, logits_soft_cap=10.0)
+    out, lse = run(*args, None, cu_q, cu_k, causal=True, logits_soft_cap=10.0)
     ref_out, ref_lse = reference.flash_attention(*(numpy64(x) for x in (q, k, v)), cum_seqlens_q=cu_q.numpy(),
                                                  cum_seqlens_k=cu_k.numpy(), causal=True, logits_soft_cap=10.0)
     assert_rel_l2(out.reshape(q.shape), ref_out)
@@ -122,9 +122,10 @@ def test_new_head_dim_compiles(rng):
 def test_seed_call_form(rng):
     """Positional tensors, keyword options and the defaults of ejkernel.modules.flash_attention."""
     q, k, v = qkv(rng)
-    out = flash_attention(q, k, v, None, None, None, None, None, None, None, softmax_scale=None, dropout_prob=0.0,
-                          causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
-                          normalize_output=True, precision="DEFAULT", logits_dtype=torch.float32)
+    out = flash_attention(q, k, v, None, None, None, None, None, mask_info=None, softmax_scale=None,
+                          dropout_prob=0.0, causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
+                          normalize_output=True, precision=None, logits_dtype=torch.float32, platform="auto", cfg=None,
+                          mesh=None, in_specs=None, out_specs=None)
     assert out.shape == q.shape
     assert_rel_l2(out, expect(q, k, v)[0])
 
@@ -187,7 +188,7 @@ def test_merge_attention_states(rng):
 def test_merging_split_kv_halves_is_attention_over_all_keys(rng):
     q = randn(rng, (1, 40, 2, 64))
     k, v = randn(rng, (1, 80, 2, 64)), randn(rng, (1, 80, 2, 64))
-    a = flash_attention(q, k[:, :50], v[:, :50], return_lse=True)
-    b = flash_attention(q, k[:, 50:], v[:, 50:], return_lse=True)
+    a = flash_attention_with_lse(q, k[:, :50], v[:, :50])
+    b = flash_attention_with_lse(q, k[:, 50:], v[:, 50:])
     out, _ = merge_attention_states(a[0], a[1], b[0], b[1])
     assert_rel_l2(out, expect(q, k, v)[0])

@@ -6,7 +6,8 @@ import numpy as np
 
 import reference
 from conftest import assert_close
-from ejk.jax import flash_attention, mean_pooling, merge_attention_states
+from ejk.jax import flash_attention, flash_attention_with_lse, mean_pooling, merge_attention_states
+from ejk.types import MaskInfo
 
 
 def normal(rng, *shape):
@@ -17,7 +18,7 @@ def test_flash_vmap_folds_batch_with_unmapped_bias_and_kv(rng):
     q = normal(rng, 3, 2, 20, 4, 64)            # mapped: V=3, B=2
     k, v = normal(rng, 2, 24, 2, 64), normal(rng, 2, 24, 2, 64)  # shared by every example
     bias = normal(rng, 1, 4, 20, 24)
-    f = jax.jit(jax.vmap(lambda q: flash_attention(q, k, v, None, bias, causal=True)))
+    f = jax.jit(jax.vmap(lambda q: flash_attention(q, k, v, bias, causal=True)))
     out = f(q)
     for i in range(3):
         assert_close(out[i], reference.flash_attention(q[i], k, v, bias=bias, causal=True)[0])
@@ -27,7 +28,8 @@ def test_flash_vmap_mapped_bias_and_segments(rng):
     q, k, v = normal(rng, 2, 2, 16, 2, 64), normal(rng, 2, 2, 16, 2, 64), normal(rng, 2, 2, 16, 2, 64)
     bias = normal(rng, 2, 1, 2, 16, 16)  # mapped, B|1 = 1
     seg = jnp.asarray(rng.integers(0, 2, (2, 2, 16)), jnp.int32)
-    out = jax.vmap(lambda q, k, v, b, s: flash_attention(q, k, v, None, b, s, s))(q, k, v, bias, seg)
+    out = jax.vmap(lambda q, k, v, b, s: flash_attention(q, k, v, b, mask_info=MaskInfo.from_segments(s)))(
+        q, k, v, bias, seg)
     for i in range(2):
         want = reference.flash_attention(q[i], k[i], v[i], bias=bias[i], q_segment_ids=seg[i], kv_segment_ids=seg[i])
         assert_close(out[i], want[0])
@@ -36,7 +38,7 @@ def test_flash_vmap_mapped_bias_and_segments(rng):
 def test_flash_vmap_mapped_sinks_and_lse_run_one_at_a_time(rng):
     q = normal(rng, 3, 1, 12, 2, 64)
     sinks = normal(rng, 3, 2, 1)
-    f = jax.vmap(lambda q, s: flash_attention(q, q, q, None, None, None, None, None, None, s, return_lse=True))
+    f = jax.vmap(lambda q, s: flash_attention_with_lse(q, q, q, None, None, None, s))
     out, lse = f(q, sinks)
     for i in range(3):
         want = reference.flash_attention(q[i], q[i], q[i], softmax_aux=sinks[i])
@@ -55,7 +57,7 @@ def test_flash_nested_vmap(rng):
 def test_flash_vmap_varlen(rng):
     q = normal(rng, 2, 30, 2, 64)
     cu = jnp.asarray([0, 10, 30], jnp.int32)
-    out = jax.vmap(lambda q: flash_attention(q, q, q, None, None, None, None, cu, cu, causal=True))(q)
+    out = jax.vmap(lambda q: flash_attention(q, q, q, None, cu, cu, causal=True))(q)
     for i in range(2):
         assert_close(out[i], reference.flash_attention(q[i], q[i], q[i], cum_seqlens_q=cu, cum_seqlens_k=cu,
                                                        causal=True)[0])

@@ -1,89 +1,210 @@
-"""flash_attention, with ``ejkernel.modules.flash_attention``'s signature: the seed's argument
-names and order, what ejkernel (C++) lacks refused by name, and (JAX) its shard_map wrapper."""
+"""flash_attention, with ``ejkernel.modules.flash_attention``'s signature (0.0.80.3): the seed's
+argument names, order and defaults, its MaskInfo (``mask_info=``) lowered to the kernel's segment
+ids, causal flag and window, what ejkernel (C++) lacks refused by name, and (JAX) its shard_map
+wrapper. ``flash_attention_with_lse`` (ours) also returns the log-sum-exp and takes segment ids
+and varlen bounds directly."""
+from .. import _kit
 
-_OPTIONAL = ("bias", "q_segment_ids", "kv_segment_ids", "cum_seqlens_q", "cum_seqlens_k", "softmax_aux")
-# in_specs' order in ejkernel.modules (its shard_map wrapper's operands), not the positional one.
-_SPEC_ORDER = ("query", "key", "value", "attention_mask", "bias", "softmax_aux", "cum_seqlens_q",
-               "cum_seqlens_k", "q_segment_ids", "kv_segment_ids")
+# The operands under shard_map: the seed's seven in_specs, then the two it appends from
+# mask_info's shardings (its attention_mask and block_tables slots have no operand here).
+_SPEC_ORDER = ("query", "key", "value", "bias", "softmax_aux", "cum_seqlens_q", "cum_seqlens_k",
+               "q_segment_ids", "kv_segment_ids")
+_SEED_SPECS = 7
 _SPEC_NAMES = {"q": "query", "k": "key", "v": "value"}
+_DEFAULT = _kit.FRAMEWORK_DEFAULT
 
 
-def flash_attention(fw, query, key, value, attention_mask=None, bias=None, q_segment_ids=None, kv_segment_ids=None,
-                    cum_seqlens_q=None, cum_seqlens_k=None, softmax_aux=None, /, *, softmax_scale=None,
-                    dropout_prob=0.0, causal=False, dropout_seed=None, sliding_window=None, logits_soft_cap=None,
-                    normalize_output=True, precision=None, logits_dtype=None, platform=None, cfg=None, mesh=None,
-                    in_specs=None, out_specs=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
+def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_seqlens_k=None, softmax_aux=None,
+                    block_tables=None, /, *, mask_info=None, softmax_scale=None, dropout_prob=0.0, causal=False,
+                    dropout_seed=None, sliding_window=None, logits_soft_cap=None, normalize_output=True,
+                    precision=_DEFAULT, logits_dtype=_DEFAULT, platform=None, cfg=None, mesh=None, in_specs=None,
+                    out_specs=None):
     """Flash attention forward, as ``ejkernel.modules.flash_attention``{on}.
 
     Args:
       query: [B, Sq, Hq, D]; packed varlen (with cum_seqlens_q): [Tq, Hq, D] or [1, Tq, Hq, D].
       key, value: [B, Sk, Hkv, D] (varlen [Tk, Hkv, D] or [1, Tk, Hkv, D]); Hq a multiple of Hkv
-        (GQA/MQA). float32, bfloat16 or float16, all three alike{devices}.
-      attention_mask: not supported (NotImplementedError): use segment ids, causal,
-        sliding_window, or a bias of 0 / -inf.
-      bias: [B|1, Hq|1, Sq, Sk] in query's dtype, added to the scaled logits (not with varlen).
-      q_segment_ids, kv_segment_ids: int32 [B, Sq] and [B, Sk], given together; a query sees only
-        keys of its own segment; -1 is padding.
+        (GQA/MQA). float32, bfloat16 or float16, all three alike{devices}. A head_dim the
+        kernels do not tile (not a multiple of 8; of 16 on CUDA) is zero-padded, exactly.
+      bias: [B|1, Hq|1, Sq, Sk], any float dtype (cast to query's), added to the scaled logits
+        (not with varlen).
       cum_seqlens_q, cum_seqlens_k: int32 [N + 1], packed varlen: start of each sequence, from 0,
         ending at Tq (Tk).
-      softmax_aux: float32 sinks, [S] shared by every head or [Hq, S]: logits that join the
-        softmax denominator only.
+      softmax_aux: sinks, any float dtype (cast to float32), [S] shared by every head or
+        [Hq, S]: logits that join the softmax denominator only.
+      block_tables: paged K/V: not supported (NotImplementedError).
+      mask_info: an ``ejk.types.MaskInfo``: its segment ids, causal offset, window and chunks
+        become the kernel's segment ids, causal flag and window (no dense mask); one only a dense
+        mask expresses is NotImplementedError. Query rows whose segment id is -1 give 0.
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       dropout_prob: 0 only (NotImplementedError otherwise); dropout_seed is then unused.
       causal: key j is visible from query i only if j <= i (top-left aligned).
       sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right].
       logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
       normalize_output: False: the output is not divided by the softmax denominator.
-      precision, logits_dtype: their defaults only (products are exact in the input dtype and
-        accumulate in float32).
+      precision, logits_dtype: any; products are exact in the input dtype and logits stay
+        float32, as precise as any setting asks.
+      platform: None or "auto" (where the arrays are), "cpu", "cuda"; the seed's "xla" is
+        "auto", its "triton", "cute" and "tilelang" are "cuda"; "pallas" is refused.
 {sharding}
-      max_seqlen_q, max_seqlen_k: varlen: the longest sequences (default: the packed totals).
-      return_lse: also return lse.
 
     Returns:
-      out [B, Sq, Hq, D] (query's shape and dtype); with return_lse, (out, lse) where lse is the
-      float32 log-sum-exp (natural log) of each row, [B, Hq, Sq] (varlen [1, Hq, Tq]).{no_gradient}
+      out [B, Sq, Hq, D] (query's shape and dtype).{no_gradient}
     """
-    fw.refuse("flash_attention", attention_mask=attention_mask is not None, dropout_prob=dropout_prob != 0.0,
-              precision=not fw.is_default_precision(precision), logits_dtype=not fw.is_float32(logits_dtype),
-              platform=platform not in (None, "auto"), cfg=cfg is not None,
-              **({} if fw.shards else dict(mesh=mesh is not None, in_specs=in_specs is not None,
-                                           out_specs=out_specs is not None)))
-    tensors = {"q": fw.array("query", query), "k": fw.array("key", key), "v": fw.array("value", value)}
-    for name, x in zip(_OPTIONAL, (bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux)):
-        if x is not None:
-            tensors[name] = fw.array(name, x)
-    scalars = dict(softmax_scale=softmax_scale, causal=causal, sliding_window=sliding_window,
-                   logits_soft_cap=logits_soft_cap, normalize_output=normalize_output, max_seqlen_q=max_seqlen_q,
-                   max_seqlen_k=max_seqlen_k)
-    fw.scalar("return_lse", return_lse, "bool")
+    fw.refuse("flash_attention", block_tables=block_tables is not None)
+    return _attend(fw, dict(q=query, k=key, v=value, bias=bias, cum_seqlens_q=cum_seqlens_q,
+                            cum_seqlens_k=cum_seqlens_k, softmax_aux=softmax_aux), mask_info,
+                   dict(softmax_scale=softmax_scale, causal=causal, sliding_window=sliding_window,
+                        logits_soft_cap=logits_soft_cap, normalize_output=normalize_output),
+                   dict(dropout_prob=dropout_prob, precision=precision, logits_dtype=logits_dtype, platform=platform,
+                        cfg=cfg), (mesh, in_specs, out_specs), return_lse=False)
+
+
+def flash_attention_with_lse(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_seqlens_k=None,
+                             softmax_aux=None, /, *, q_segment_ids=None, kv_segment_ids=None, mask_info=None,
+                             softmax_scale=None, causal=False, sliding_window=None, logits_soft_cap=None,
+                             normalize_output=True, max_seqlen_q=None, max_seqlen_k=None, platform=None, mesh=None,
+                             in_specs=None, out_specs=None):
+    """flash_attention{on} returning (out, lse), lse the float32 log-sum-exp (natural log) of
+    each row, [B, Hq, Sq] (varlen [1, Hq, Tq]): what merge_attention_states takes.
+
+    Arguments as flash_attention's, and: q_segment_ids, kv_segment_ids: int32 [B, Sq] and
+    [B, Sk], given together (a query sees only keys of its own segment; -1 is padding), not with
+    mask_info; max_seqlen_q, max_seqlen_k: varlen: the longest sequences (default: the packed
+    totals). in_specs as flash_attention's, then q_segment_ids' and kv_segment_ids'; out_specs:
+    out's, with lse's following ([B, Hq, Sq] as [B, Sq, Hq, D]), or the pair.{no_gradient}
+    """
+    if mask_info is not None and (q_segment_ids is not None or kv_segment_ids is not None):
+        raise ValueError("q_segment_ids, kv_segment_ids: not with mask_info (it gives the segment ids)")
+    return _attend(fw, dict(q=query, k=key, v=value, bias=bias, cum_seqlens_q=cum_seqlens_q,
+                            cum_seqlens_k=cum_seqlens_k, softmax_aux=softmax_aux, q_segment_ids=q_segment_ids,
+                            kv_segment_ids=kv_segment_ids), mask_info,
+                   dict(softmax_scale=softmax_scale, causal=causal, sliding_window=sliding_window,
+                        logits_soft_cap=logits_soft_cap, normalize_output=normalize_output,
+                        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k),
+                   dict(platform=platform), (mesh, in_specs, out_specs), return_lse=True)
+
+
+def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
+    """The call both wrappers make: options checked, mask_info lowered, dtypes cast where the
+    seed casts, head_dim padded where the kernels do not tile it."""
+    fw.refuse("flash_attention", dropout_prob=options.get("dropout_prob", 0.0) != 0.0, cfg=options.get("cfg") is not None)
+    if not fw.is_float_dtype(options.get("logits_dtype", _DEFAULT)):
+        raise ValueError(f"logits_dtype: expected a floating dtype, got {options['logits_dtype']!r}")
+    fw.check_precision(options.get("precision", _DEFAULT))
+    mesh, in_specs, out_specs = sharding
+    if not fw.shards:
+        fw.refuse("flash_attention", mesh=mesh is not None, in_specs=in_specs is not None,
+                  out_specs=out_specs is not None)
+    seed = dict(q="query", k="key", v="value")
+    tensors = {name: fw.array(seed.get(name, name), x) for name, x in given.items() if x is not None}
+    fw.on_platform("flash_attention", _kit.platform(options.get("platform")), tensors["q"])
+    q = tensors["q"]
+    if "softmax_aux" in tensors:
+        tensors["softmax_aux"] = fw.cast_float(tensors["softmax_aux"], "float32")
+    if "bias" in tensors:
+        tensors["bias"] = fw.cast_float(tensors["bias"], fw.dtype_name(q))
+    zero_rows = None
+    if mask_info is not None:
+        zero_rows = _lower(fw, mask_info, tensors, scalars)
+    head_dim = q.shape[-1]
+    tile = fw.head_dim_multiple(q)
+    padded = head_dim % tile != 0
+    if padded:
+        if scalars["softmax_scale"] is None:
+            scalars["softmax_scale"] = head_dim ** -0.5
+        width = -(-head_dim // tile) * tile
+        for name in ("q", "k", "v"):
+            tensors[name] = fw.pad_last(tensors[name], width)
     if fw.shards and mesh is not None and in_specs is not None and out_specs is not None:
-        return _sharded(fw, tensors, scalars, mesh, in_specs, out_specs, return_lse)
-    result = fw.call("flash_attention", **tensors, **scalars)
-    return (result["out"], result["lse"]) if return_lse else result["out"]
+        result = _sharded(fw, tensors, scalars, mesh, _full_specs(fw, in_specs, mask_info, mesh, tensors,
+                                                                   return_lse), out_specs, return_lse)
+        out, lse = result if return_lse else (result, None)
+    else:
+        result = fw.call("flash_attention", **tensors, **scalars)
+        out, lse = result["out"], result["lse"]
+    if padded:
+        out = out[..., :head_dim]
+    if zero_rows is not None:
+        out = fw.zero_rows(out, zero_rows)
+    return (out, lse) if return_lse else out
 
 
-WRAPPERS = (flash_attention,)
+def _lower(fw, mask_info, tensors, scalars):
+    """mask_info as segment ids and a band, merged into tensors and scalars; returns the seed's
+    visible query ids (rows at -1 give 0), or None."""
+    from .. import types
+    if not isinstance(mask_info, types.MaskInfo):
+        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
+    if "cum_seqlens_q" in tensors:
+        raise NotImplementedError("mask_info: not with packed varlen (cum_seqlens_q) in ejkernel (C++)")
+    lowered = mask_info.lower("mask_info")
+    if lowered.q_segment_ids is not None:
+        tensors["q_segment_ids"] = fw.from_jax(lowered.q_segment_ids, tensors["q"])
+        tensors["kv_segment_ids"] = fw.from_jax(lowered.kv_segment_ids, tensors["q"])
+    if lowered.band != (None, None):
+        causal, window = _band(lowered.band, fw.scalar("causal", scalars["causal"], "bool"),
+                               scalars["sliding_window"], tensors["k"].shape[1])
+        scalars["causal"], scalars["sliding_window"] = causal, window
+    visible = mask_info.q_segment_ids
+    return None if visible is None else fw.from_jax(visible, tensors["q"])
+
+
+def _band(band, causal, sliding_window, kv_len):
+    """The band of visible k - q offsets [-left, right] of a mask, narrowed by the call's causal
+    and sliding_window, as the kernel's (causal, sliding_window)."""
+    left, right = band
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    if sliding_window is not None:
+        w = _kit.scalar("sliding_window", sliding_window, "i64[2]")
+        left = w[0] if left is None else min(left, w[0])
+        right = w[1] if right is None else min(right, w[1])
+    if left is None and right == 0:
+        return True, None
+    if (left is not None and left < 0) or (right is not None and right < 0):
+        raise NotImplementedError(f"mask_info: keys at k - q in [{'-inf' if left is None else -left}, "
+                                  f"{'inf' if right is None else right}] exclude each query's own position, which "
+                                  "ejkernel (C++)'s flash kernel cannot express (its window bounds are >= 0)")
+    # A bound past the keys means no limit on that side.
+    return False, (kv_len if left is None else left, kv_len if right is None else right)
+
+
+def _full_specs(fw, in_specs, mask_info, mesh, tensors, return_lse):
+    """The seed's seven in_specs, and the segment ids' (from mask_info's shardings, as the seed
+    takes them; flash_attention_with_lse: given after the seven)."""
+    from jax.sharding import PartitionSpec
+    if (not isinstance(in_specs, (tuple, list)) or isinstance(in_specs, PartitionSpec)
+            or len(in_specs) not in ((_SEED_SPECS, _SEED_SPECS + 2) if return_lse else (_SEED_SPECS,))):
+        raise ValueError(f"in_specs: expected {_SEED_SPECS} PartitionSpecs (None for an argument not given), one for "
+                         f"each of {', '.join(_SPEC_ORDER[:_SEED_SPECS])}, in this order; got {in_specs!r}")
+    specs = tuple(in_specs) + (None,) * (len(_SPEC_ORDER) - len(in_specs))
+    if mask_info is not None and "q_segment_ids" in tensors:
+        shardings = mask_info.get_shardings(False, mesh=mesh)
+        specs = specs[:_SEED_SPECS] + (shardings.q_segment_ids, shardings.kv_segment_ids)
+    return specs
+
+
+WRAPPERS = (flash_attention, flash_attention_with_lse)
 
 _JAX_SHARDING = """\
-      platform ("auto" or None), cfg: None only.
+      cfg: None only (block sizes come from the spec's heuristic).
       mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
         device running the kernel on its local shard; given fewer, unsharded (as in
-        ejkernel.modules). in_specs: a PartitionSpec for each of query, key, value,
-        attention_mask, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, q_segment_ids,
-        kv_segment_ids, in this order (ejkernel.modules' order, not the positional one); None
-        means replicated, or not given. out_specs: query's spec (out has its shape); with
-        return_lse, lse's follows ([B, Hq, Sq] as [B, Sq, Hq, D]), or pass the pair. Sharding
-        batch or heads is exact (shard k, v, bias, segment ids and [Hq, S] sinks alike).
-        Sharding a sequence axis is not, and nothing guards against it (nor in
-        ejkernel.modules): a query sees only its shard's keys, and causal and sliding_window
-        count positions within the shard. A mesh with explicit axes (jax.make_mesh's default)
-        needs the operands sharded as in_specs say already, as shard_map does."""
+        ejkernel.modules). in_specs: the seed's seven, a PartitionSpec for each of query, key,
+        value, bias, softmax_aux, cum_seqlens_q, cum_seqlens_k, in this order (None: replicated,
+        or not given); mask_info's segment ids are sharded as its get_shardings() says.
+        out_specs: query's spec (out has its shape). Sharding batch or heads is exact (shard k,
+        v, bias, segment ids and [Hq, S] sinks alike). Sharding a sequence axis is not, and
+        nothing guards against it (nor in ejkernel.modules): a query sees only its shard's
+        keys, and causal and sliding_window count positions within the shard. A mesh with
+        explicit axes (jax.make_mesh's default) needs the operands sharded as in_specs say
+        already, as shard_map does."""
 
 # The framework's parts of the docstring.
 DOCS = {"jax": {"sharding": _JAX_SHARDING},
         "torch": {"on": ", on torch tensors", "devices": ", on one device (CPU or CUDA)",
-                  "sharding": '      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.'}}
+                  "sharding": "      cfg, mesh, in_specs, out_specs: None only."}}
 
 
 def _vmap(op, size, names, in_batched, operands):

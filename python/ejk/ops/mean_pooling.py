@@ -1,5 +1,6 @@
 """mean_pooling, as ``ejkernel.modules.mean_pooling``, differentiable (twice) through
 mean_pooling_backward, whose adjoint is the mean again."""
+from .. import _kit
 
 
 def mean_pooling(fw, x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg=None):
@@ -10,15 +11,19 @@ def mean_pooling(fw, x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg
       cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, ending at
         total_tokens.
       chunk_size: a tiling knob of ejkernel's Triton kernel; unused here, as in its XLA one.
-      platform ("auto" or None), cfg: None only.
+      platform: None or "auto" (where x is), "cpu", "cuda"; the seed's "xla" is "auto", its
+        "triton", "cute", "tilelang" are "cuda"; "pallas" is refused.
+      cfg: None only (NotImplementedError).
 
     Returns:
       [B, D] (varlen [N, D]) in x's dtype, summed in float32; a sequence without tokens gives 0.
       Its gradient is the output's gradient divided by the length at every token.
     """
-    fw.refuse("mean_pooling", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    fw.refuse("mean_pooling", cfg=cfg is not None)
     fw.scalar("chunk_size", chunk_size, "i64")
-    return fw.call("mean_pooling", x=fw.array("x", x), cu_seqlens=fw.array("cu_seqlens", cu_seqlens))["out"]
+    x = fw.array("x", x)
+    fw.on_platform("mean_pooling", _kit.platform(platform), x)
+    return fw.call("mean_pooling", x=x, cu_seqlens=fw.array("cu_seqlens", cu_seqlens))["out"]
 
 
 WRAPPERS = (mean_pooling,)
