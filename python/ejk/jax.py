@@ -133,8 +133,20 @@ class _Jax:
     def scalar(name, value, type_name):
         return _kit.scalar(name, value, type_name, _traced)
 
+    @staticmethod
+    def is_default_precision(precision):
+        return precision is _kit.FRAMEWORK_DEFAULT or precision in (None, jax.lax.Precision.DEFAULT, "default", "DEFAULT")
+
+    @staticmethod
+    def is_float32(dtype):
+        try:
+            return dtype is None or dtype is _kit.FRAMEWORK_DEFAULT or np.dtype(dtype) == np.float32
+        except TypeError:
+            return False
+
     # The seed's defaults for the arguments whose default is a JAX object.
-    defaults = {"precision": jax.lax.Precision.DEFAULT, "logits_dtype": jnp.float32}
+    defaults = {"precision": jax.lax.Precision.DEFAULT, "logits_dtype": jnp.float32,
+                "preferred_element_type": jnp.float32}
 
     @staticmethod
     def check_precision(precision):

@@ -192,7 +192,18 @@ class _Torch:
         return _kit.scalar(name, value, type_name)
 
     # The seed's JAX defaults, in torch's terms (torch has no Precision: None is the default).
-    defaults = {"precision": None, "logits_dtype": torch.float32}
+    defaults = {"precision": None, "logits_dtype": torch.float32, "preferred_element_type": torch.float32}
+
+    @staticmethod
+    def is_default_precision(precision):
+        return (precision is _kit.FRAMEWORK_DEFAULT or precision is None
+                or str(getattr(precision, "name", precision)).upper() == "DEFAULT")
+
+    @staticmethod
+    def is_float32(dtype):
+        if dtype is None or dtype is _kit.FRAMEWORK_DEFAULT or dtype is torch.float32 or dtype == "float32":
+            return True
+        return str(getattr(dtype, "name", getattr(dtype, "__name__", dtype))) == "float32"  # NumPy / JAX spellings
 
     @staticmethod
     def check_precision(precision):

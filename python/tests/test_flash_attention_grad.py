@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flash_grad_reference as ref
-from ejk.jax import flash_attention
+from ejk.jax import flash_attention, flash_attention_with_lse
 from torch_support import assert_rel_l2, no_cpu_jit
 
 # Feature variants (forward and backward) are compiled on first use.
@@ -33,11 +33,11 @@ def ejk_loss(x, w, seg=None, with_lse=False, **opts):
     def f(*args):
         a = dict(zip([n for n in NAMES if n in x], args))
         qs, ks = seg if seg is not None else (None, None)
-        res = flash_attention(a["q"], a["k"], a["v"], None, a.get("bias"), qs, ks, None, None, a.get("softmax_aux"),
-                              return_lse=with_lse, **opts)
+        res = flash_attention_with_lse(a["q"], a["k"], a["v"], a.get("bias"), None, None, a.get("softmax_aux"),
+                                       q_segment_ids=qs, kv_segment_ids=ks, **opts)
         if with_lse:
             return jnp.sum(res[0].astype(jnp.float32) * w[0]) + jnp.sum(jnp.where(jnp.isfinite(res[1]), res[1] * w[1], 0))
-        return jnp.sum(res.astype(jnp.float32) * w[0])
+        return jnp.sum(res[0].astype(jnp.float32) * w[0])
     return f
 
 
@@ -108,8 +108,8 @@ def test_varlen(rng):
     v = jnp.asarray(rng.standard_normal((25, 2, 16)), jnp.float32)
     w = jnp.asarray(rng.standard_normal((20, 4, 16)), jnp.float32)
     def loss(q, k, v):
-        out = flash_attention(q, k, v, None, None, None, None, jnp.asarray(cq), jnp.asarray(ck), None, causal=True,
-                              max_seqlen_q=13, max_seqlen_k=13)
+        out, _ = flash_attention_with_lse(q, k, v, None, jnp.asarray(cq), jnp.asarray(ck), None, causal=True,
+                                          max_seqlen_q=13, max_seqlen_k=13)
         return jnp.sum(out * w)
     got = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
     with jax.enable_x64(True):

@@ -2,14 +2,20 @@
 rhs and existing_out through grouped_matmul_backward."""
 
 
+from .. import _kit
+
+# The seed's defaults that are framework objects (float32, Precision.DEFAULT): each framework's.
+_DEFAULT = _kit.FRAMEWORK_DEFAULT
+
+
 def _cast(x, dtype):
     """x in dtype: a JAX array's astype, a torch tensor's to."""
     return x.astype(dtype) if hasattr(x, "astype") else x.to(dtype)
 
 
 def grouped_matmul(fw, lhs, rhs, group_sizes, group_offset=None, existing_out=None, /, *,
-                   preferred_element_type=None, rhs_scale=None, rhs_bias=None, transpose_rhs=False,
-                   interpret=False, do_padding=True, precision=None, use_v2=False, use_v3=False,
+                   preferred_element_type=_DEFAULT, rhs_scale=None, rhs_bias=None, transpose_rhs=False,
+                   interpret=False, do_padding=True, precision=_DEFAULT, use_v2=False, use_v3=False,
                    out_shard_callback=None, platform=None, cfg=None, mesh=None, in_specs=None, out_specs=None):
     """Grouped matmul (MoE), as ``ejkernel.modules.grouped_matmul``; differentiable.
 

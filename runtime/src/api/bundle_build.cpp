@@ -269,7 +269,6 @@ BundleBuildReport build_bundle(const BundleBuildRequest& req) {
   if (req.backend != "cpu" && req.backend != "cuda")
     throw InvalidArgument(fmt::format("bundle build: --backend {}: expected cpu or cuda", req.backend));
   const std::vector<Platform> on = platforms(req);
-  check_backend(req.backend);
   JobList list;
   add_aot_keys(list, req, on);
   for (const std::string& k : req.keys) add_exact_key(list, req, on, k);
@@ -278,6 +277,7 @@ BundleBuildReport build_bundle(const BundleBuildRequest& req) {
     throw InvalidArgument(fmt::format("bundle build: no {} key of the specs' AOT sets matches --variants '{}' for {}",
                                       req.backend, req.variants,
                                       req.archs.empty() ? "this host" : fmt::format("--arch {}", fmt::join(req.archs, ","))));
+  check_backend(req.backend);  // after the keys: a request that selects nothing says so wherever it runs
   auto [threads, why] = job_bound(req.jobs);
   threads = std::min<int>(threads, int(jobs.size()));
   if (req.progress) req.progress({0, jobs.size(), {}, {}, {}, 0, threads, why});
