@@ -28,9 +28,6 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
   const int sym_D, sym_Hq, sym_Hkv, sym_B, sym_Sq, sym_Sk, sym_N, sym_Tq, sym_Tk, sym_S;
   const int pv_seqlen_q, pv_seqlen_k;
-
- private:
-  int64_t longest(const engine::Bound& b, bool keys) const;
 };
 
 // What a plan's key says, read once: its blocks.

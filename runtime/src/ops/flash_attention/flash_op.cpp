@@ -8,6 +8,7 @@
 #include "ejk/core/error.h"
 #include "engine/call.h"
 #include "engine/metadata.h"
+#include "ops/flash_attention/flash_args.h"
 #include "ops/flash_attention/cpu_kv_staging.h"
 #include "ops/flash_attention/flash_reference.h"
 #include "registry.h"
@@ -23,16 +24,7 @@ namespace {
   throw InvalidArgument(fmt::format("flash_attention: {}: {}", arg, what));
 }
 
-double as_double(const Scalar& s) {
-  return std::holds_alternative<int64_t>(s) ? double(std::get<int64_t>(s)) : std::get<double>(s);
-}
-
-std::array<int64_t, 2> as_window(const Scalar& s) {
-  if (std::holds_alternative<int64_t>(s)) return {std::get<int64_t>(s), std::get<int64_t>(s)};
-  return std::get<std::array<int64_t, 2>>(s);
-}
-
-bool given(const Scalar& s) { return !std::holds_alternative<std::monostate>(s); }
+using flash_args::as_double, flash_args::as_window, flash_args::given;
 
 }  // namespace
 
@@ -49,50 +41,12 @@ FlashAttentionOp::FlashAttentionOp()
       pv_seqlen_q(problem_var("seqlen_q")), pv_seqlen_k(problem_var("seqlen_k")) {}
 
 void FlashAttentionOp::check(const engine::Bound& b) const {
-  const int64_t hq = b.size(sym_Hq), hkv = b.size(sym_Hkv);
-  if (hkv <= 0 || hq % hkv != 0)
-    bad("k", fmt::format("number of kv heads ({}) must divide the number of q heads ({})", hkv, hq));
-  if (b.size(sym_D) <= 0) bad("q", fmt::format("head_dim must be positive, got {}", b.size(sym_D)));
-  // Scale, soft cap, window and max_seqlen ranges are the spec's (the binder checks them).
-  if (b.has(softmax_aux) && b.size(sym_S) < 1) bad("softmax_aux", "needs at least one sink");
-  const bool varlen = b.mode >= 0;
-  for (int s : {max_seqlen_q, max_seqlen_k}) {
-    if (!given(b.scalar(s))) continue;
-    const char* name = s == max_seqlen_q ? "max_seqlen_q" : "max_seqlen_k";
-    if (!varlen) bad(name, "only with cum_seqlens_q (varlen)");
-    const int64_t m = std::get<int64_t>(b.scalar(s)), total = b.size(s == max_seqlen_q ? sym_Tq : sym_Tk);
-    if (m > total) bad(name, fmt::format("must be in [0, {}] (the packed length), got {}", total, m));
-  }
-  if (!varlen) return;
-  if (b.size(sym_N) < 1) bad("cum_seqlens_q", "needs at least 2 entries (one sequence)");
-  for (bool keys : {false, true}) {
-    const int t = keys ? cum_seqlens_k : cum_seqlens_q;
-    if (b.tensor(t).device.kind != DeviceKind::cpu || b.args->shapes_only) continue;
-    const int64_t longest = engine::check_offsets(name(), keys ? "cum_seqlens_k" : "cum_seqlens_q", b.tensor(t),
-                                                  b.size(keys ? sym_Tk : sym_Tq));
-    const Scalar& m = b.scalar(keys ? max_seqlen_k : max_seqlen_q);
-    if (given(m) && std::get<int64_t>(m) < longest)
-      bad(keys ? "max_seqlen_k" : "max_seqlen_q",
-          fmt::format("is {}, but a sequence has {} rows", std::get<int64_t>(m), longest));
-  }
-}
-
-int64_t FlashAttentionOp::longest(const engine::Bound& b, bool keys) const {
-  if (b.mode < 0) return b.size(keys ? sym_Sk : sym_Sq);
-  if (const Scalar& m = b.scalar(keys ? max_seqlen_k : max_seqlen_q); given(m)) return std::get<int64_t>(m);
-  const TensorView& cu = b.tensor(keys ? cum_seqlens_k : cum_seqlens_q);
-  if (cu.device.kind == DeviceKind::cpu && cu.data != nullptr) {
-    const auto* c = static_cast<const int32_t*>(cu.data);
-    int64_t m = 0;
-    for (int64_t i = 1; i < cu.shape[0]; ++i) m = std::max<int64_t>(m, c[i] - c[i - 1]);
-    return m;
-  }
-  return b.size(keys ? sym_Tk : sym_Tq);
+  flash_args::check(*this, b);
 }
 
 void FlashAttentionOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
-  v.put(pv_seqlen_q, longest(b, false));
-  v.put(pv_seqlen_k, longest(b, true));
+  v.put(pv_seqlen_q, flash_args::longest(*this, b, false));
+  v.put(pv_seqlen_k, flash_args::longest(*this, b, true));
 }
 
 FlashFwdParams FlashAttentionOp::params(const engine::Bound& b) const {
@@ -108,7 +62,7 @@ FlashFwdParams FlashAttentionOp::params(const engine::Bound& b) const {
   if (b.has(lse)) p.lse_stride_b = varlen ? 0 : b.stride(lse, 0), p.lse_stride_h = b.stride(lse, 1);
   p.heads_q = b.size(sym_Hq), p.heads_kv = b.size(sym_Hkv), p.head_dim = b.size(sym_D);
   p.batch = varlen ? b.size(sym_N) : b.size(sym_B);
-  p.seqlen_q = longest(b, false), p.seqlen_k = longest(b, true);
+  p.seqlen_q = flash_args::longest(*this, b, false), p.seqlen_k = flash_args::longest(*this, b, true);
   if (varlen) {
     p.cu_seqlens_q = static_cast<const i32*>(b.data(cum_seqlens_q));
     p.cu_seqlens_k = static_cast<const i32*>(b.data(cum_seqlens_k));

@@ -45,11 +45,6 @@ class FlashAttentionOp final : public engine::OpDef {
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
   const int sym_D, sym_Hq, sym_Hkv, sym_B, sym_Sq, sym_Sk, sym_N, sym_Tq, sym_Tk, sym_S;
   const int pv_seqlen_q, pv_seqlen_k;
-
- private:
-  // The longest query / key sequence: max_seqlen_*, else read from cum_seqlens on the host,
-  // else the packed total (an upper bound; no device-to-host copy on the hot path).
-  int64_t longest(const engine::Bound& b, bool keys) const;
 };
 
 const FlashAttentionOp& flash_attention_op();
