@@ -1,7 +1,7 @@
 // flash_attention_backward on the CPU through the generic API: every feature of the forward
 // in combinations (causal, window, segment ids, packed varlen, soft cap, per-head and
 // shared sinks, full and broadcast bias, GQA/MQA), f32 and bf16, each gradient against the
-// float64 reference with the brief's tolerances and poisoned outputs; two runs bit-identical;
+// float64 reference with the project's tolerances and poisoned outputs; two runs bit-identical;
 // the reference's gradients against central finite differences of the forward's reference;
 // bad input named.
 #include <catch2/catch_test_macros.hpp>

@@ -1,6 +1,6 @@
 // gated_delta_rule and gated_delta_rule_backward through the generic API: with and without the
 // decay, segment ids, the L2 normalization, initial and final states, padded inputs, f32/bf16/
-// f16, on the CPU and (where a GPU can run) on CUDA, against the float64 reference with the brief's tolerances. The reference's
+// f16, on the CPU and (where a GPU can run) on CUDA, against the float64 reference with the project's tolerances. The reference's
 // gradients are checked against central finite differences of its own forward. Bad inputs
 // must name the argument.
 #include <catch2/catch_test_macros.hpp>

@@ -1,7 +1,7 @@
 // recurrent_attention and recurrent_attention_backward through the generic API: every gate
 // combination, reverse, initial and final states, varlen with empty sequences, padded and
 // token-major inputs, f32/bf16/f16, on the CPU and (where a GPU can run) on CUDA, against the
-// float64 reference with the brief's tolerances. The reference's gradients are checked against
+// float64 reference with the project's tolerances. The reference's gradients are checked against
 // central finite differences of its own forward. Bad inputs must name the argument.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>

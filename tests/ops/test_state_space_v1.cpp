@@ -1,7 +1,7 @@
 // state_space_v1 and state_space_v1_backward through the generic API: gate, initial and final
 // states, state sizes pre-built and JIT-compiled, channels not a multiple of a tile, padded
 // token-major inputs, f32/bf16/f16, the decode step in place, on the CPU and (where a GPU can
-// run) on CUDA, against the float64 reference with the brief's tolerances. The reference's
+// run) on CUDA, against the float64 reference with the project's tolerances. The reference's
 // gradients are checked against central finite differences of its own forward. Bad inputs
 // must name the argument.
 #include <catch2/catch_test_macros.hpp>

@@ -1,7 +1,7 @@
 // state_space_v2 and state_space_v2_backward through the generic API: groups, initial and final
 // states, state sizes pre-built and JIT-compiled, padded token-major inputs, f32/bf16/f16, the
 // decode step in place, on the CPU and (where a GPU can run) on CUDA, against the float64
-// reference with the brief's tolerances. The reference's gradients are checked against central
+// reference with the project's tolerances. The reference's gradients are checked against central
 // finite differences of its own forward. Bad inputs must name the argument.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
