@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "ejk/core/error.h"
+#include "ejk/kernels/common/flash_params.h"
+#include "ejk/kernels/common/mask.h"
 #include "engine/bind.h"
 #include "engine/metadata.h"
 
@@ -78,6 +81,83 @@ template <class Op> int64_t longest(const Op& op, const engine::Bound& b, bool k
     return m;
   }
   return b.size(keys ? op.sym_Tk : op.sym_Tq);
+}
+
+// The forward's params from its arguments, as both ops bind them (the backward adds its own).
+template <class Op> FlashFwdParams forward_params(const Op& op, const engine::Bound& b) {
+  FlashFwdParams p{};
+  const bool varlen = b.mode >= 0;
+  p.q = b.data(op.q), p.k = b.data(op.k), p.v = b.data(op.v), p.out = b.data(op.out);
+  p.lse = static_cast<float*>(b.data(op.lse));
+  // Layout positions 0..3: batch (absent for packed rank-3 tensors: stride 0), seq, head, dim.
+  p.q_stride_b = b.stride(op.q, 0), p.q_stride_s = b.stride(op.q, 1), p.q_stride_h = b.stride(op.q, 2);
+  p.k_stride_b = b.stride(op.k, 0), p.k_stride_s = b.stride(op.k, 1), p.k_stride_h = b.stride(op.k, 2);
+  p.v_stride_b = b.stride(op.v, 0), p.v_stride_s = b.stride(op.v, 1), p.v_stride_h = b.stride(op.v, 2);
+  if (b.has(op.out)) p.o_stride_b = b.stride(op.out, 0), p.o_stride_s = b.stride(op.out, 1), p.o_stride_h = b.stride(op.out, 2);
+  if (b.has(op.lse)) p.lse_stride_b = varlen ? 0 : b.stride(op.lse, 0), p.lse_stride_h = b.stride(op.lse, 1);
+  p.heads_q = b.size(op.sym_Hq), p.heads_kv = b.size(op.sym_Hkv), p.head_dim = b.size(op.sym_D);
+  p.batch = varlen ? b.size(op.sym_N) : b.size(op.sym_B);
+  p.seqlen_q = longest(op, b, false), p.seqlen_k = longest(op, b, true);
+  if (varlen) {
+    p.cu_seqlens_q = static_cast<const i32*>(b.data(op.cum_seqlens_q));
+    p.cu_seqlens_k = static_cast<const i32*>(b.data(op.cum_seqlens_k));
+    p.total_q = b.size(op.sym_Tq), p.total_k = b.size(op.sym_Tk);  // the CUDA kernels' TMA bounds
+  }
+  if (b.has(op.q_segment_ids)) {
+    p.q_segment_ids = static_cast<const i32*>(b.data(op.q_segment_ids));
+    p.kv_segment_ids = static_cast<const i32*>(b.data(op.kv_segment_ids));
+    p.q_seg_stride_b = b.stride(op.q_segment_ids, 0), p.kv_seg_stride_b = b.stride(op.kv_segment_ids, 0);
+  }
+  if (b.has(op.bias)) {
+    const TensorView& t = b.tensor(op.bias);
+    p.bias = t.data;
+    p.bias_stride_b = t.shape[0] == 1 ? 0 : t.strides[0];  // size-1 dims broadcast
+    p.bias_stride_h = t.shape[1] == 1 ? 0 : t.strides[1];
+    p.bias_stride_q = t.strides[2];
+  }
+  if (b.has(op.softmax_aux)) {
+    p.softmax_aux = static_cast<const float*>(b.data(op.softmax_aux));
+    p.num_sinks = b.size(op.sym_S);
+    p.sinks_stride_h = b.stride(op.softmax_aux, 0);  // [S]: absent head dim, shared by all heads
+  }
+  const Scalar& scale = b.scalar(op.softmax_scale);
+  p.scale = given(scale) ? float(as_double(scale)) : 1.0f / std::sqrt(float(p.head_dim));
+  p.mask.causal = given(b.scalar(op.causal)) && std::get<bool>(b.scalar(op.causal));
+  p.mask.window_left = p.mask.window_right = kUnbounded;
+  if (const Scalar& w = b.scalar(op.sliding_window); given(w)) {
+    // A bound past every row of q and k means no limit on that side; clamped to the rows, so the
+    // kernels' q - left and q + right cannot overflow for any accepted value.
+    const int64_t rows = std::max(varlen ? p.total_q : b.size(op.sym_Sq), varlen ? p.total_k : b.size(op.sym_Sk));
+    const auto lr = as_window(w);
+    p.mask.window_left = std::min(lr[0], rows), p.mask.window_right = std::min(lr[1], rows);
+  }
+  if (const Scalar& c = b.scalar(op.logits_soft_cap); given(c)) p.softcap = float(as_double(c));
+  const Scalar& norm = b.scalar(op.normalize_output);
+  p.normalize_output = !given(norm) || std::get<bool>(norm) ? 1 : 0;
+  return p;
+}
+
+// Visible (query, key) pairs over every sequence of one head: the mask's bounds, clamped to the
+// sequences (the FLOP count of both ops). Packed sequences are read on the host.
+template <class Op> double visible_pairs(const Op& op, const engine::Bound& b, const FlashFwdParams& p) {
+  auto pairs = [&](int64_t sq, int64_t sk) {
+    double n = 0;
+    for (int64_t i = 0; i < sq; ++i) {
+      const int64_t lo = std::max<int64_t>(0, first_visible_key(i, p.mask));
+      const int64_t hi = std::min<int64_t>(sk - 1, last_visible_key(i, p.mask));
+      if (hi >= lo) n += double(hi - lo + 1);
+    }
+    return n;
+  };
+  if (!p.cu_seqlens_q) return double(p.batch) * pairs(p.seqlen_q, p.seqlen_k);
+  for (int t : {op.cum_seqlens_q, op.cum_seqlens_k})
+    if (b.tensor(t).device.kind != DeviceKind::cpu)
+      bad(op.name(), op.schema().tensors()[size_t(t)].name,
+          "counting FLOPs reads it on the host, got a tensor on " + to_string(b.tensor(t).device));
+  double visible = 0;
+  for (int64_t s = 0; s < p.batch; ++s)
+    visible += pairs(p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s], p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s]);
+  return visible;
 }
 
 }  // namespace ejk::ops::flash_args

@@ -15,15 +15,6 @@
 #include "registry.h"
 
 namespace ejk::ops {
-namespace {
-
-[[noreturn]] void bad(std::string_view arg, const std::string& what) {
-  throw InvalidArgument(fmt::format("flash_attention_backward: {}: {}", arg, what));
-}
-
-using flash_args::as_double, flash_args::as_window, flash_args::given;
-
-}  // namespace
 
 FlashAttentionBackwardOp::FlashAttentionBackwardOp()
     : OpDef("flash_bwd"),
@@ -41,8 +32,8 @@ FlashAttentionBackwardOp::FlashAttentionBackwardOp()
 
 void FlashAttentionBackwardOp::check(const engine::Bound& b) const {
   flash_args::check(*this, b);
-  if (const Scalar& n = b.scalar(normalize_output); given(n) && !std::get<bool>(n))
-    bad("normalize_output", "must be true: the backward of an unnormalized output is not implemented");
+  if (const Scalar& n = b.scalar(normalize_output); flash_args::given(n) && !std::get<bool>(n))
+    flash_args::bad(name(), "normalize_output", "must be true: the backward of an unnormalized output is not implemented");
 }
 
 void FlashAttentionBackwardOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
@@ -52,19 +43,11 @@ void FlashAttentionBackwardOp::problem(const engine::Bound& b, engine::ProblemVa
 
 FlashBwdParams FlashAttentionBackwardOp::params(const engine::Bound& b) const {
   FlashBwdParams bp{};
-  FlashFwdParams& p = bp.fwd;
-  const bool varlen = b.mode >= 0;
+  bp.fwd = flash_args::forward_params(*this, b);
   // Layout positions 0..3: batch (absent for packed rank-3 tensors: stride 0), seq, head, dim.
   auto strides = [&](int t, i64& sb, i64& ss, i64& sh) {
     sb = b.stride(t, 0), ss = b.stride(t, 1), sh = b.stride(t, 2);
   };
-  p.q = b.data(q), p.k = b.data(k), p.v = b.data(v), p.out = b.data(out);
-  p.lse = static_cast<float*>(b.data(lse));
-  strides(q, p.q_stride_b, p.q_stride_s, p.q_stride_h);
-  strides(k, p.k_stride_b, p.k_stride_s, p.k_stride_h);
-  strides(v, p.v_stride_b, p.v_stride_s, p.v_stride_h);
-  strides(out, p.o_stride_b, p.o_stride_s, p.o_stride_h);
-  p.lse_stride_b = varlen ? 0 : b.stride(lse, 0), p.lse_stride_h = b.stride(lse, 1);
   bp.d_out = b.data(d_out);
   bp.d_lse = static_cast<const float*>(b.data(d_lse));  // contiguous, lse's layout
   strides(d_out, bp.do_stride_b, bp.do_stride_s, bp.do_stride_h);
@@ -72,51 +55,14 @@ FlashBwdParams FlashAttentionBackwardOp::params(const engine::Bound& b) const {
   if (b.has(dq)) strides(dq, bp.dq_stride_b, bp.dq_stride_s, bp.dq_stride_h);
   if (b.has(dk)) strides(dk, bp.dk_stride_b, bp.dk_stride_s, bp.dk_stride_h);
   if (b.has(dv)) strides(dv, bp.dv_stride_b, bp.dv_stride_s, bp.dv_stride_h);
-  p.heads_q = b.size(sym_Hq), p.heads_kv = b.size(sym_Hkv), p.head_dim = b.size(sym_D);
-  p.batch = varlen ? b.size(sym_N) : b.size(sym_B);
-  p.seqlen_q = flash_args::longest(*this, b, false), p.seqlen_k = flash_args::longest(*this, b, true);
-  if (varlen) {
-    p.cu_seqlens_q = static_cast<const i32*>(b.data(cum_seqlens_q));
-    p.cu_seqlens_k = static_cast<const i32*>(b.data(cum_seqlens_k));
-    p.total_q = b.size(sym_Tq), p.total_k = b.size(sym_Tk);
+  if (b.has(bias) && b.has(dbias)) {
+    const TensorView& g = b.tensor(dbias);
+    bp.dbias = g.data;
+    bp.dbias_stride_b = g.shape[0] == 1 ? 0 : g.strides[0];  // size-1 dims broadcast, as bias's
+    bp.dbias_stride_h = g.shape[1] == 1 ? 0 : g.strides[1];
+    bp.dbias_stride_q = g.strides[2];
   }
-  if (b.has(q_segment_ids)) {
-    p.q_segment_ids = static_cast<const i32*>(b.data(q_segment_ids));
-    p.kv_segment_ids = static_cast<const i32*>(b.data(kv_segment_ids));
-    p.q_seg_stride_b = b.stride(q_segment_ids, 0), p.kv_seg_stride_b = b.stride(kv_segment_ids, 0);
-  }
-  if (b.has(bias)) {
-    const TensorView& t = b.tensor(bias);
-    p.bias = t.data;
-    p.bias_stride_b = t.shape[0] == 1 ? 0 : t.strides[0];  // size-1 dims broadcast
-    p.bias_stride_h = t.shape[1] == 1 ? 0 : t.strides[1];
-    p.bias_stride_q = t.strides[2];
-    if (b.has(dbias)) {
-      const TensorView& g = b.tensor(dbias);
-      bp.dbias = g.data;
-      bp.dbias_stride_b = g.shape[0] == 1 ? 0 : g.strides[0];
-      bp.dbias_stride_h = g.shape[1] == 1 ? 0 : g.strides[1];
-      bp.dbias_stride_q = g.strides[2];
-    }
-  }
-  if (b.has(softmax_aux)) {
-    p.softmax_aux = static_cast<const float*>(b.data(softmax_aux));
-    p.num_sinks = b.size(sym_S);
-    p.sinks_stride_h = b.stride(softmax_aux, 0);  // [S]: absent head dim, shared by all heads
-    if (b.has(dsoftmax_aux)) bp.dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
-  }
-  const Scalar& scale = b.scalar(softmax_scale);
-  p.scale = given(scale) ? float(as_double(scale)) : 1.0f / std::sqrt(float(p.head_dim));
-  p.mask.causal = given(b.scalar(causal)) && std::get<bool>(b.scalar(causal));
-  p.mask.window_left = p.mask.window_right = kUnbounded;
-  if (const Scalar& w = b.scalar(sliding_window); given(w)) {
-    // Clamped to the rows, as the forward's: no accepted value overflows q - left or q + right.
-    const int64_t rows = std::max(varlen ? p.total_q : b.size(sym_Sq), varlen ? p.total_k : b.size(sym_Sk));
-    const auto lr = as_window(w);
-    p.mask.window_left = std::min(lr[0], rows), p.mask.window_right = std::min(lr[1], rows);
-  }
-  if (const Scalar& c = b.scalar(logits_soft_cap); given(c)) p.softcap = float(as_double(c));
-  p.normalize_output = 1;
+  if (b.has(softmax_aux) && b.has(dsoftmax_aux)) bp.dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
   return bp;
 }
 
@@ -169,29 +115,9 @@ void FlashAttentionBackwardOp::reference(const engine::Bound& b, double* const* 
 }
 
 double FlashAttentionBackwardOp::flops(const engine::Bound& b) const {
-  // 2.5 times the forward's: the visible pairs of each head, clamped to the sequences.
+  // 2.5 times the forward's.
   const FlashFwdParams p = params(b).fwd;
-  auto pairs = [&](int64_t sq, int64_t sk) {
-    double n = 0;
-    for (int64_t i = 0; i < sq; ++i) {
-      const int64_t lo = std::max<int64_t>(0, first_visible_key(i, p.mask));
-      const int64_t hi = std::min<int64_t>(sk - 1, last_visible_key(i, p.mask));
-      if (hi >= lo) n += double(hi - lo + 1);
-    }
-    return n;
-  };
-  double visible = 0;
-  if (p.cu_seqlens_q) {
-    for (int t : {cum_seqlens_q, cum_seqlens_k})
-      if (b.tensor(t).device.kind != DeviceKind::cpu)
-        bad(schema().tensors()[size_t(t)].name, "counting FLOPs reads it on the host, got a tensor on " +
-                                                    to_string(b.tensor(t).device));
-    for (int64_t s = 0; s < p.batch; ++s)
-      visible += pairs(p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s], p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s]);
-  } else {
-    visible = double(p.batch) * pairs(p.seqlen_q, p.seqlen_k);
-  }
-  return 2.5 * 4.0 * double(p.heads_q * p.head_dim) * visible;
+  return 2.5 * 4.0 * double(p.heads_q * p.head_dim) * flash_args::visible_pairs(*this, b, p);
 }
 
 const FlashAttentionBackwardOp& flash_attention_backward_op() {
