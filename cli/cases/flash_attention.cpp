@@ -2,6 +2,7 @@
 // padded tail, packed lengths that sum to the totals), and the work the op counts.
 #include <algorithm>
 
+#include "cases/flash_inputs.h"
 #include "ejk/admin.h"
 #include "op_case.h"
 #include "parse.h"
@@ -9,20 +10,7 @@
 namespace ejk::cli {
 namespace {
 
-// Random cut points: n lengths summing to total, each >= 1 when total >= n.
-std::vector<int32_t> random_cum(int64_t n, int64_t total, std::mt19937_64& rng) {
-  const int64_t slack = total >= n ? total - n : total, base = total >= n ? 1 : 0;
-  std::uniform_int_distribution<int64_t> u(0, slack);
-  std::vector<int64_t> cuts;
-  for (int64_t i = 0; i + 1 < n; ++i) cuts.push_back(u(rng));
-  std::sort(cuts.begin(), cuts.end());
-  std::vector<int32_t> cum{0};
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t hi = i + 1 < n ? cuts[i] : slack, lo = i == 0 ? 0 : cuts[i - 1];
-    cum.push_back(int32_t(cum.back() + (hi - lo) + base));
-  }
-  return cum;
-}
+using flash_inputs::longest, flash_inputs::random_cum;
 
 // Segment ids 0..nseg-1 in runs over each sequence; q's may end in padding (-1).
 void random_segments(Tensor& t, int64_t nseg, bool pad_tail, std::mt19937_64& rng) {
@@ -37,14 +25,6 @@ void random_segments(Tensor& t, int64_t nseg, bool pad_tail, std::mt19937_64& rn
       for (int64_t j = len - pad; j < len; ++j) ids[i * len + j] = -1;
     }
   }
-}
-
-// The offsets were checked by the op (i32, non-decreasing) before this reads them.
-int64_t longest(const Tensor& cum) {
-  const auto* c = cum.data_as<int32_t>();
-  int64_t m = 0;
-  for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, int64_t(c[i]) - int64_t(c[i - 1]));
-  return m;
 }
 
 class FlashAttentionCase final : public OpCase {
