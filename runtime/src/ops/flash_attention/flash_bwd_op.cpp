@@ -33,7 +33,9 @@ FlashAttentionBackwardOp::FlashAttentionBackwardOp()
 void FlashAttentionBackwardOp::check(const engine::Bound& b) const {
   flash_args::check(*this, b);
   if (const Scalar& n = b.scalar(normalize_output); flash_args::given(n) && !std::get<bool>(n))
-    flash_args::bad(name(), "normalize_output", "must be true: the backward of an unnormalized output is not implemented");
+    flash_args::bad(name(), "normalize_output",
+                    "must be true: an unnormalized output's backward needs each row's max, which the forward "
+                    "does not save");
 }
 
 void FlashAttentionBackwardOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
