@@ -37,6 +37,20 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    // A flag given a value ("--causal=2"): name the flag and say what it takes, instead of
+    // CLI11's "causal was given a disallowed flag override".
+    if (const std::string_view what = e.what(); what.find("disallowed flag override") != std::string_view::npos)
+      for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        const size_t eq = arg.find('=');
+        if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) continue;
+        const std::string_view name = arg.substr(2, eq - 2);
+        if (what.substr(0, name.size()) == name && what.substr(name.size(), 1) == " ") {
+          std::cerr << fmt::format("ejk: error: --{}: a flag takes no value, got '{}' (give --{} alone to turn it on)\n",
+                                   name, arg.substr(eq + 1), name);
+          return 2;
+        }
+      }
     // Usage errors exit 2 like every other error (help and version exit 0).
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;

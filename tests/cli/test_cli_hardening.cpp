@@ -248,7 +248,8 @@ TEST_CASE("bundle build --out replaces only a regular file of this user", "[cli]
 
 TEST_CASE("messages name the option as it is spelled and stay short", "[cli][harden][messages]") {
   expect_error("run flash_attention --b 1 --sq 16 --sk 16 --hq 1 --hkv 1 --d 64 --block-q 0", "--block-q:");
-  expect_error("run flash_attention --b 1 --sq 16 --sk 16 --hq 1 --hkv 1 --d 64 --causal=2", "causal was given a disallowed flag override");
+  expect_error("run flash_attention --b 1 --sq 16 --sk 16 --hq 1 --hkv 1 --d 64 --causal=2", "--causal: a flag takes no value, got '2'");
+  expect_error("run mean_pooling --varlen=no", "--varlen: a flag takes no value");
   TempDir d("msg");
   const Proc p = sh(kEjk + " bundle build --key mean_pool_fwd.cpu.avx2.f32 --jobs 0 --out " + (d.path / "b").string());
   INFO(p.out);
