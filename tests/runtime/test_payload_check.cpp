@@ -1,6 +1,6 @@
-// check_payload: what a cache entry with a valid checksum must still be before it is loaded
-// (issue 36, defects 1 and 5): an object for this machine that defines the kernel and runs
-// nothing at load time, or a cubin with the kernel. Then the same through get_or_build and
+// check_payload: what a cache entry with a valid checksum must still be before it is loaded: an
+// object for this machine that defines the kernel, runs nothing at load time and needs only
+// symbols this process has, or a cubin with the kernel. Then the same through get_or_build and
 // list(verify): a planted or broken entry is refused, removed and rebuilt.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -96,6 +96,19 @@ TEST_CASE("payload: CPU objects without the kernel, or not objects, are refused"
   CHECK_THAT(problem_of("cpu", build_elf(arm)), ContainsSubstring("not this CPU's"));
   CHECK_THAT(problem_of("cpu", {'#', '!', '/', 'b', 'i', 'n'}), ContainsSubstring("not an ELF file"));
   CHECK_THAT(problem_of("cpu", build_elf(cubin_spec(true, true))), ContainsSubstring("ELF type"));
+}
+
+TEST_CASE("payload: CPU objects needing a symbol this process lacks do not link and are refused", "[cache][payload]") {
+  ElfSpec uses_libc = cpu_spec();
+  uses_libc.symbols.push_back({"memset", 1, 0});
+  CHECK(problem_of("cpu", build_elf(uses_libc)).empty());
+  ElfSpec weak_missing = cpu_spec();
+  weak_missing.symbols.push_back({"ejk_no_such_function_anywhere", 2, 0});
+  CHECK(problem_of("cpu", build_elf(weak_missing)).empty());
+  ElfSpec missing = cpu_spec();
+  missing.symbols.push_back({"ejk_no_such_function_anywhere", 1, 0});
+  CHECK_THAT(problem_of("cpu", build_elf(missing)),
+             ContainsSubstring("does not link: it needs 'ejk_no_such_function_anywhere'"));
 }
 
 TEST_CASE("payload: cubins need the kernel's section or symbol", "[cache][payload]") {

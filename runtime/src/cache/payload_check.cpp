@@ -1,5 +1,7 @@
 #include "cache/payload_check.h"
 
+#include <dlfcn.h>
+
 #include <array>
 
 #include <fmt/format.h>
@@ -46,6 +48,18 @@ bool defines_any(const std::vector<elf::Symbol>& symbols, std::string_view symbo
   return false;
 }
 
+// The first global symbol the object uses but does not define that this process cannot provide
+// (the loader resolves undefined symbols against the running process, so such an entry would
+// fail to link at its first call). Weak references may stay unresolved.
+std::optional<std::string_view> unresolved(const std::vector<elf::Symbol>& symbols) {
+  for (const elf::Symbol& s : symbols) {
+    if (s.section != 0 || s.binding != 1 || s.name.empty() || defines_any(symbols, s.name)) continue;
+    const std::string name(s.name);
+    if (::dlsym(RTLD_DEFAULT, name.c_str()) == nullptr) return s.name;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_cpu(const elf::File& f, const std::vector<elf::Symbol>& symbols,
                                      std::string_view symbol) {
   if (f.type != elf::kTypeRel)
@@ -58,6 +72,9 @@ std::optional<std::string> check_cpu(const elf::File& f, const std::vector<elf::
                          names::printable(s.name));
   if (!defines_function(f, symbols, symbol))
     return fmt::format("does not define the kernel function '{}'", symbol);
+  if (auto missing = unresolved(symbols))
+    return fmt::format("does not link: it needs '{}', which this process does not provide",
+                       names::printable(*missing));
   return std::nullopt;
 }
 
