@@ -12,27 +12,18 @@
 #include <fstream>
 #include <string>
 
+#include "cli_shell.h"
+
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-struct Proc {
-  int status = -1;  // exit status, or -1 when killed by a signal
-  std::string out;
-};
+using ejk::test::Proc;
 
 // Runs `cmd` with the environment assignments `env` ("A=1 B=2"), killed after 60 s.
 Proc sh(const std::string& env, const std::string& cmd) {
-  Proc p;
-  FILE* f = popen(("env " + env + " timeout 60 " + cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) p.out.append(buf.data(), n);
-  const int st = pclose(f);
-  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return p;
+  return ejk::test::shell("env " + env + " timeout 60 " + cmd);
 }
 
 const std::string kEjk = EJK_CLI_PATH;

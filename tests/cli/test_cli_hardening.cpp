@@ -18,30 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "cli_shell.h"
+
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-struct Proc {
-  int status = -1;  // exit status, or -1 when killed by a signal (or by the timeout: 124)
-  std::string out;
-  double seconds = 0;
-};
+using ejk::test::Proc;
 
-Proc sh(const std::string& cmd) {
-  Proc p;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* f = popen(("timeout 60 " + cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) p.out.append(buf.data(), n);
-  const int st = pclose(f);
-  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return p;
-}
+Proc sh(const std::string& cmd) { return ejk::test::shell("timeout 60 " + cmd); }
 
 const std::string kEjk = EJK_CLI_PATH;
 const std::string kGen = std::string(EJK_GEN_PATH) + " --specs " + EJK_SPECS_DIR;

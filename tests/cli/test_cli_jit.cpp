@@ -18,24 +18,13 @@
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
 
+#include "cli_shell.h"
+
 namespace {
 
-struct Proc {
-  int status = -1;
-  std::string out;
-};
+using ejk::test::Proc;
 
-Proc sh(const std::string& cmd) {
-  Proc p;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) p.out.append(buf.data(), n);
-  int st = pclose(f);
-  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return p;
-}
+Proc sh(const std::string& cmd) { return ejk::test::shell(cmd); }
 
 // A fresh cache directory per test, removed afterwards.
 struct TempCache {
