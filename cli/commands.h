@@ -9,6 +9,7 @@ void add_list_command(CLI::App& app);     // ejk list
 void add_cache_command(CLI::App& app);    // ejk cache ls|verify|clear
 void add_compile_command(CLI::App& app);  // ejk compile flash_attention ...
 void add_bundle_command(CLI::App& app);   // ejk bundle build|ls|verify|extract
+void add_tune_command(CLI::App& app);     // ejk tune flash_attention ...; ejk tune ls|clear|export|import
 
 // Exit status chosen by the command that ran (e.g. 1 when --check fails).
 int exit_code();

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   ejk::cli::add_cache_command(app);
   ejk::cli::add_compile_command(app);
   ejk::cli::add_bundle_command(app);
+  ejk::cli::add_tune_command(app);
   // An option given an empty value ("--window ''") is a mistake, not "not given".
   for (int i = 1; i + 1 < argc; ++i)
     if (argv[i][0] == '-' && argv[i][1] == '-' && argv[i + 1][0] == '\0') {
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // `ejk run OP` with an op this build lacks: say so, with the ops it has.
     if (e.get_exit_code() != 0 && argc >= 3 && argv[2][0] != '-' &&
-        (std::string_view(argv[1]) == "run" || std::string_view(argv[1]) == "compile")) {
+        (std::string_view(argv[1]) == "run" || std::string_view(argv[1]) == "compile" || std::string_view(argv[1]) == "tune")) {
       const auto names = ejk::op_names();
       if (std::find(names.begin(), names.end(), argv[2]) == names.end()) {
         std::cerr << fmt::format("ejk: error: {}: unknown op '{}' (ops: {})\n", argv[1], argv[2], fmt::join(names, ", "));

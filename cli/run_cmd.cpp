@@ -17,16 +17,10 @@
 #include "op_case.h"
 #include "parse.h"
 #include "progress.h"
+#include "run_cmd.h"
 
 namespace ejk::cli {
 namespace {
-
-struct RunOptions {
-  std::string dtype = "f32", backend = "cpu", iters = "5", seed = "0", save, load;
-  bool check = false, json = false;
-  std::map<std::string, std::string> tuning;  // axis -> value, from --block-q and the like
-  std::vector<const CLI::Option*> problem;     // the case's own options that take a value (sizes)
-};
 
 // The problem's size options as given, e.g. "--b 4 --sq 1024", for errors about the sizes.
 std::string given_sizes(const RunOptions& o) {
@@ -63,6 +57,8 @@ OutputError compare(const std::string& name, const std::vector<double>& got, con
   return e;
 }
 
+}  // namespace
+
 Args with_tuning(Args a, const RunOptions& o) {
   for (const auto& [axis, text] : o.tuning) {
     if (text.empty()) continue;
@@ -72,6 +68,8 @@ Args with_tuning(Args a, const RunOptions& o) {
   }
   return a;
 }
+
+namespace {
 
 // The inputs' shapes as views without memory: the op checks them before anything is made.
 Args shape_args(const HostCase& c, const std::vector<InputSpec>& specs, Device device) {
@@ -115,6 +113,8 @@ Device pick_device(const std::string& op, Backend backend, const Args& shapes_on
   return Device{};
 }
 
+}  // namespace
+
 HostCase make_case(OpCase& oc, const RunOptions& o, Backend backend, Device& device, std::string& fallback) {
   HostCase c;
   if (!o.load.empty()) {
@@ -149,6 +149,44 @@ HostCase make_case(OpCase& oc, const RunOptions& o, Backend backend, Device& dev
   return c;
 }
 
+DeviceProblem on_device(const std::string& op, const HostCase& c, Device device, const Args& tuning) {
+  DeviceProblem p;
+  p.args = tuning;
+  for (const auto& [name, t] : c.inputs) {
+    p.keep.push_back(device.kind == DeviceKind::cpu ? t : t.to(device));
+    p.args.set(name, p.keep.back().view());
+  }
+  for (const auto& [name, v] : c.scalars) p.args.set(name, v);
+  for (const OutputSpec& s : output_specs(op, p.args)) {
+    p.outputs.emplace_back(s.name, Tensor::empty(s.shape, s.dtype, device));
+    p.args.set(s.name, p.outputs.back().second.view());
+  }
+  return p;
+}
+
+Timing time_calls(const std::string& op, const Args& args, Device device, int iters) {
+  Timing t;
+  {
+    CompileProgress progress;
+    t.info = run(op, args);  // the first call finds or compiles the variant
+    synchronize(device);
+  }
+  std::vector<double> ms, host_us;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    run(op, args);
+    const auto t1 = Clock::now();
+    synchronize(device);
+    ms.push_back(ms_between(t0, Clock::now()));
+    host_us.push_back(1e3 * ms_between(t0, t1));
+  }
+  auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0.0 : v[v.size() / 2]; };
+  t.ms = median(ms), t.host_us = median(host_us);
+  return t;
+}
+
+namespace {
+
 void report(const OpCase& oc, const HostCase& c, const RunInfo& info, double ms, double host_us,
             const std::vector<OutputError>& errors, bool pass, const std::string& fallback, bool json, int iters) {
   const Work w = oc.work(c);
@@ -160,7 +198,7 @@ void report(const OpCase& oc, const HostCase& c, const RunInfo& info, double ms,
   if (json) {
     nlohmann::json j{{"op", oc.op()}, {"key", info.key}, {"backend", std::string(backend_name(info.backend))},
                      {"source", std::string(source_name(info.source))}, {"compile_ms", info.compile_ms},
-                     {"load_ms", info.load_ms}, {"ms", ms}, {"host_us", host_us}, {unit, rate}};
+                     {"load_ms", info.load_ms}, {"tuned", info.tuned}, {"ms", ms}, {"host_us", host_us}, {unit, rate}};
     j["check"] = errors.empty() ? nlohmann::json() : nlohmann::json(pass ? "pass" : "fail");
     j["rel_l2_err"] = errors.empty() ? nlohmann::json() : nlohmann::json(worst_rel);
     j["max_abs_err"] = errors.empty() ? nlohmann::json() : nlohmann::json(worst_abs);
@@ -169,7 +207,8 @@ void report(const OpCase& oc, const HostCase& c, const RunInfo& info, double ms,
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << fmt::format("{}  [{} from {}]\n", info.key, backend_name(info.backend), source_name(info.source));
+  std::cout << fmt::format("{}  [{} from {}{}]\n", info.key, backend_name(info.backend), source_name(info.source),
+                           info.tuned ? ", tuned" : "");
   if (info.source == VariantSource::jit) std::cout << fmt::format("  compile {:.1f} ms\n", info.compile_ms);
   if (info.source == VariantSource::cache) std::cout << fmt::format("  cache load {:.2f} ms\n", info.load_ms);
   if (info.source == VariantSource::bundle) std::cout << fmt::format("  bundle load {:.2f} ms\n", info.load_ms);
@@ -188,36 +227,11 @@ void run_op(OpCase& oc, const RunOptions& o) {
   Device device;
   std::string fallback;
   const HostCase c = make_case(oc, o, backend, device, fallback);
-  // The problem on the device: inputs copied there, outputs allocated there.
-  std::vector<Tensor> keep;
-  Args args;
-  for (const auto& [name, t] : c.inputs) {
-    keep.push_back(device.kind == DeviceKind::cpu ? t : t.to(device));
-    args.set(name, keep.back().view());
-  }
-  for (const auto& [name, v] : c.scalars) args.set(name, v);
-  args = with_tuning(args, o);
-  std::vector<std::pair<std::string, Tensor>> outputs;
-  for (const OutputSpec& s : output_specs(oc.op(), args)) {
-    outputs.emplace_back(s.name, Tensor::empty(s.shape, s.dtype, device));
-    args.set(s.name, outputs.back().second.view());
-  }
-  RunInfo info;
-  {
-    CompileProgress progress;
-    info = run(oc.op(), args);  // the first call finds or compiles the variant
-    synchronize(device);
-  }
-  std::vector<double> ms, host_us;
-  for (int i = 0; i < iters; ++i) {
-    const auto t0 = Clock::now();
-    run(oc.op(), args);
-    const auto t1 = Clock::now();
-    synchronize(device);
-    ms.push_back(ms_between(t0, Clock::now()));
-    host_us.push_back(1e3 * ms_between(t0, t1));
-  }
-  auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0.0 : v[v.size() / 2]; };
+  DeviceProblem p = on_device(oc.op(), c, device, with_tuning({}, o));
+  Args& args = p.args;
+  auto& outputs = p.outputs;
+  const Timing t = time_calls(oc.op(), args, device, iters);
+  const RunInfo& info = t.info;
   std::vector<OutputError> errors;
   bool pass = true;
   if (o.check) {
@@ -243,13 +257,13 @@ void run_op(OpCase& oc, const RunOptions& o) {
     for (auto& [name, t] : outputs) t = t.to(Device{});
     save_case(c, outputs, o.save);
   }
-  report(oc, c, info, median(ms), median(host_us), errors, pass, fallback, o.json, iters);
+  report(oc, c, info, t.ms, t.host_us, errors, pass, fallback, o.json, iters);
   if (!pass) set_exit_code(1);
 }
 
-void add_op_subcommand(CLI::App& run, OpCase& oc) {
-  auto o = std::make_shared<RunOptions>();
-  CLI::App* cmd = run.add_subcommand(oc.op(), describe_op(oc.op()).doc);
+}  // namespace
+
+void add_case_options(CLI::App* cmd, OpCase& oc, const std::shared_ptr<RunOptions>& o) {
   oc.add_options(*cmd);
   for (const CLI::Option* opt : cmd->get_options())
     if (opt->get_expected_max() > 0) o->problem.push_back(opt);
@@ -270,6 +284,14 @@ void add_op_subcommand(CLI::App& run, OpCase& oc) {
   // A flag takes no value: CLI11 would read --causal=2 as true and --causal=no as false.
   for (CLI::Option* opt : cmd->get_options())
     if (opt->get_expected_max() == 0) opt->disable_flag_override();
+}
+
+namespace {
+
+void add_op_subcommand(CLI::App& run, OpCase& oc) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = run.add_subcommand(oc.op(), describe_op(oc.op()).doc);
+  add_case_options(cmd, oc, o);
   cmd->callback([&oc, o] { run_op(oc, *o); });
 }
 

@@ -66,4 +66,25 @@ struct CompileReport {
 };
 EJK_API CompileReport compile_variant(const CompileRequest& req);
 
+// The tuning store (what `ejk tune` measured fastest per device and problem class; plans without
+// caller tuning values use it unless EJK_TUNING=0).
+struct TuningRecord {
+  std::filesystem::path path;
+  std::string op, device, problem_class, key;  // op: the spec op ("flash_fwd")
+  double ms = 0, heuristic_ms = 0;             // the winner's and the heuristic key's medians
+  std::string problem;                         // why the file is not a usable record; empty when it is
+};
+EJK_API std::filesystem::path tuning_root();  // beside the cache: <cache dir>/tune-v1
+EJK_API std::vector<TuningRecord> tuning_list();
+EJK_API size_t tuning_clear();
+EJK_API std::string tuning_export();                    // every usable record, as one text
+EJK_API size_t tuning_import(const std::string& text);  // checks all, then stores all; returns how many
+struct Context;  // ejk/types.h
+// Records `key` (a variant of `op` differing from the heuristic's only in tuning axes) as the
+// fastest for the problem `args` describe (inputs and scalars, no tuning values) on the device
+// ctx's backend runs it on; returns the record's path. InvalidArgument when `key` is another
+// problem's.
+EJK_API std::filesystem::path tuning_record(std::string_view op, const Args& args, const std::string& key, double ms,
+                                            double heuristic_ms, const Context& ctx);
+
 }  // namespace ejk

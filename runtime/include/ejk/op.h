@@ -53,6 +53,7 @@ struct OpAxisInfo {
   std::string name, kind, domain, doc;  // kind: int, enum, flag; domain as the spec allows it
   bool tuning = false;                  // chosen by the heuristic unless tuned
   bool from_argument = false;           // set by the arguments (a dtype, a size or a flag)
+  std::vector<int64_t> values;          // int axes: the values the spec lists (its AOT candidates)
 };
 struct OpInfo {
   std::string name, kernel, doc;  // kernel: the spec's kernel family ("flash_fwd")

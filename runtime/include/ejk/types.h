@@ -47,6 +47,7 @@ struct RunInfo {
   VariantSource source = VariantSource::aot;
   double compile_ms = 0;     // JIT compile (0 unless source == jit)
   double load_ms = 0;        // cache load or module load
+  bool tuned = false;        // the key came from the tuning store (ejk tune), not the heuristic
 };
 
 // Called with (key, true) before a variant is compiled and (key, false) after, from the

@@ -111,7 +111,7 @@ OpInfo describe_op(std::string_view name) {
   for (const AxisDef& a : s.axes())
     info.axes.push_back({a.name, a.kind == AxisKind::Int ? "int" : a.kind == AxisKind::Enum ? "enum" : "flag",
                          axis_domain(a), a.doc, a.tuning || (a.kind == AxisKind::Int && a.from.empty()),
-                         set_by_arguments(s, a)});
+                         set_by_arguments(s, a), a.int_values});
   for (const BackendDef& b : s.backends()) info.backends.push_back(b.name);
   return info;
 }

@@ -12,6 +12,8 @@
 #include "cache/get_or_build.h"
 #include "ejk/core/error.h"
 #include "engine/bind.h"
+#include "engine/keys.h"
+#include "engine/tuning_store.h"
 #include "registry.h"
 #include "thread_pool.h"
 #include "util/env.h"
@@ -69,7 +71,14 @@ void check_environment() {
   cache::lock_timeout();
   ThreadPool::configured_threads();
   util::env_int("EJK_CPU_STAGE_KV", 0, 1, -1);
+  tuning::enabled();
   bundle::use_environment();  // EJK_BUNDLE_PATH: read, and its bundles opened, once
+}
+
+bool caller_tuned(const OpSchema& s, const AxisValues& axes) {
+  for (size_t i = 0; i < s.axes().size(); ++i)
+    if (s.axes()[i].kind == AxisKind::Int && s.axes()[i].from.empty() && axes.has(int(i))) return true;
+  return false;
 }
 
 std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanId& id, bool load) {
@@ -80,6 +89,12 @@ std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanI
   p->backend = backend;
   p->device = b.device;
   p->key = make_key(s, backend_name(backend), *id.target, id.axes, id.problem);
+  // The tuning store's winner for this device and problem, unless the caller chose tuning values.
+  if (!caller_tuned(s, id.axes) && tuning::enabled()) {
+    const std::string fp = tuning::fingerprint(backend, b.device, *id.target);
+    if (auto t = tuning::lookup(s, fp, tuning::problem_class(s, p->key, id.problem), p->key))
+      p->key = std::move(*t), p->tuned = true;
+  }
   p->key_string = to_string(p->key);
   p->axes = id.axes;
   p->problem = id.problem;
@@ -114,7 +129,20 @@ RunInfo PlanData::info() const {
   r.source = main.source;
   r.compile_ms = main.compile_ms;
   r.load_ms = main.load_ms;
+  r.tuned = tuned;
   return r;
+}
+
+TuningSlot tuning_slot(const Bound& b, Backend backend) {
+  const OpSchema& s = b.op->schema();
+  const PlanId id = plan_id(b, backend);
+  if (caller_tuned(s, id.axes))
+    throw InvalidArgument(fmt::format("{}: a tuning record is made for the heuristic's problem: give no tuning values",
+                                      b.op->name()));
+  TuningSlot slot{make_key(s, backend_name(backend), *id.target, id.axes, id.problem), {}, {}};
+  slot.fingerprint = tuning::fingerprint(backend, b.device, *id.target);
+  slot.cls = tuning::problem_class(s, slot.heuristic, id.problem);
+  return slot;
 }
 
 Backend resolve_backend(const OpDef& op, Device device, Backend wanted) {

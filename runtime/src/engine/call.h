@@ -26,6 +26,7 @@ struct PlanData {
   std::vector<Variant> companions;  // the op's companions(key), in its order
   AxisValues axes;                  // what the key was built from
   ProblemValues problem;
+  bool tuned = false;               // the key is the tuning store's, not the heuristic's
   alignas(16) unsigned char facts[OpDef::kFactBytes] = {};  // OpDef::plan_facts
 
   template <class T>
@@ -42,6 +43,14 @@ Backend resolve_backend(const OpDef& op, Device device, Backend wanted);
 // The plan of a bound call on `backend` (memoized). `load`: acquire the variants (a compile on a
 // miss); false only checks and builds the key.
 std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool load = true);
+
+// Where the tuning store files a bound call's problem: the heuristic's key (the call must give
+// no tuning values), the device's fingerprint and the problem class (tuning_store.h).
+struct TuningSlot {
+  VariantKey heuristic;
+  std::string fingerprint, cls;
+};
+TuningSlot tuning_slot(const Bound& b, Backend backend);
 
 // Whether a bound call has the key inputs `plan` was built from (ejk::Plan::run checks it).
 bool plan_matches(const Bound& b, Backend backend, const PlanData& plan);

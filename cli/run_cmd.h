@@ -1,0 +1,52 @@
+// What `ejk run` and `ejk tune` share: the options of an op's problem, making the problem (random
+// or --load'ed), placing it on the device, and timing calls of it.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ejk/op.h"
+#include "ejk/tensor.h"
+#include "host_case.h"
+#include "op_case.h"
+
+namespace ejk::cli {
+
+struct RunOptions {
+  std::string dtype = "f32", backend = "cpu", iters = "5", seed = "0", save, load;
+  bool check = false, json = false;
+  std::map<std::string, std::string> tuning;  // axis -> value, from --block-q and the like
+  std::vector<const CLI::Option*> problem;     // the case's own options that take a value (sizes)
+};
+
+// The case's problem options, and those of every run: --dtype, --backend, --iters, --seed,
+// --check, --json, --save, --load, and one per tuning axis (--block-q ...).
+void add_case_options(CLI::App* cmd, OpCase& oc, const std::shared_ptr<RunOptions>& o);
+
+// `a` with the tuning values the options give.
+Args with_tuning(Args a, const RunOptions& o);
+
+// The problem the options describe (validated before anything is allocated), and the device it
+// runs on (`fallback` says why auto picked the CPU).
+HostCase make_case(OpCase& oc, const RunOptions& o, Backend backend, Device& device, std::string& fallback);
+
+// The problem on the device: inputs copied there, outputs allocated there, `tuning`'s values.
+struct DeviceProblem {
+  std::vector<Tensor> keep;
+  Args args;
+  std::vector<std::pair<std::string, Tensor>> outputs;
+};
+DeviceProblem on_device(const std::string& op, const HostCase& c, Device device, const Args& tuning);
+
+// One call (which finds or compiles the variant), then `iters` timed ones: medians.
+struct Timing {
+  RunInfo info;
+  double ms = 0, host_us = 0;
+};
+Timing time_calls(const std::string& op, const Args& args, Device device, int iters);
+
+}  // namespace ejk::cli

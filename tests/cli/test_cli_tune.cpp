@@ -1,0 +1,125 @@
+// The tuning store end to end through the ejk binary: `ejk tune` records the fastest candidate,
+// a later process runs it (and says so), EJK_TUNING=0 ignores it, a record of another problem or
+// a damaged one is never used, and export/import carry records between stores.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "cli_shell.h"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+const std::string kProblem = "flash_attention --b 1 --sq 64 --sk 48 --hq 2 --hkv 1 --d 64";
+
+struct Store {
+  fs::path dir = fs::temp_directory_path() / ("ejk-tune-" + std::to_string(getpid()));
+  Store() { fs::remove_all(dir); }
+  ~Store() { fs::remove_all(dir); }
+  ejk::test::Proc ejk(const std::string& args, const std::string& env = "") const {
+    return ejk::test::shell("env EJK_CACHE_DIR=" + dir.string() + " " + env + " timeout 120 " + EJK_CLI_PATH + " " +
+                            args);
+  }
+  fs::path record() const {
+    for (const auto& e : fs::directory_iterator(dir / "tune-v1")) return e.path();
+    return {};
+  }
+};
+
+std::string json_field(const std::string& json, const std::string& name) {
+  std::smatch m;
+  const std::regex re("\"" + name + "\":(\"[^\"]*\"|true|false)");
+  return std::regex_search(json, m, re) ? m[1].str() : "";
+}
+
+void replace_line(const fs::path& file, const std::string& field, const std::string& value) {
+  std::ifstream in(file);
+  std::string text, line;
+  while (std::getline(in, line)) text += (line.starts_with(field + " ") ? field + " " + value : line) + "\n";
+  in.close();
+  std::ofstream(file, std::ios::trunc) << text;
+}
+
+}  // namespace
+
+TEST_CASE("tune: the recorded winner is what the next process runs, unless EJK_TUNING=0", "[cli][tune]") {
+  const Store s;
+  const auto tuned = s.ejk("tune " + kProblem + " --iters 1 --json");
+  INFO(tuned.out);
+  REQUIRE(tuned.status == 0);
+  const std::string best = json_field(tuned.out, "best"), heuristic = json_field(tuned.out, "heuristic");
+  REQUIRE(!best.empty());
+  CHECK_THAT(tuned.out, ContainsSubstring("bq32.bk32"));  // every listed block size was measured
+
+  const auto run = s.ejk("run " + kProblem + " --iters 1 --check --json");
+  INFO(run.out);
+  CHECK(run.status == 0);
+  CHECK(json_field(run.out, "key") == best);
+  CHECK(json_field(run.out, "tuned") == "true");
+
+  const auto off = s.ejk("run " + kProblem + " --iters 1 --json", "EJK_TUNING=0");
+  CHECK(json_field(off.out, "key") == heuristic);
+  CHECK(json_field(off.out, "tuned") == "false");
+  // A caller's block sizes win over the store.
+  const auto given = s.ejk("run " + kProblem + " --iters 1 --block-q 32 --block-k 32 --json");
+  CHECK(json_field(given.out, "tuned") == "false");
+  CHECK_THAT(given.out, ContainsSubstring("bq32.bk32"));
+
+  const auto ls = s.ejk("tune ls");
+  CHECK_THAT(ls.out, ContainsSubstring("(1 records)"));
+  CHECK_THAT(ls.out, ContainsSubstring("seqlen_q=64"));
+}
+
+TEST_CASE("tune: a record of another problem, or a damaged one, is never used", "[cli][tune]") {
+  const Store s;
+  REQUIRE(s.ejk("tune " + kProblem + " --iters 1").status == 0);
+  const fs::path record = s.record();
+  std::string other = json_field(s.ejk("run " + kProblem + " --iters 1 --json").out, "key");
+  other = std::regex_replace(other, std::regex("\\.d64\\."), ".d128.");
+  replace_line(record, "key", other.substr(1, other.size() - 2));  // a valid key, of head_dim 128
+  auto run = s.ejk("run " + kProblem + " --iters 1 --json");
+  INFO(run.out);
+  CHECK(run.status == 0);
+  CHECK(json_field(run.out, "tuned") == "false");
+
+  std::ofstream(record, std::ios::trunc) << "ejk-tune 1\nop flash_fwd\ngarbage\n";
+  run = s.ejk("run " + kProblem + " --iters 1 --json");
+  CHECK(run.status == 0);
+  CHECK(json_field(run.out, "tuned") == "false");
+  CHECK_THAT(s.ejk("tune ls").out, ContainsSubstring("not used: malformed record"));
+}
+
+TEST_CASE("tune: export and import carry records; a bad import stores nothing", "[cli][tune]") {
+  const Store s;
+  REQUIRE(s.ejk("tune " + kProblem + " --iters 1").status == 0);
+  const std::string file = (s.dir / "records.txt").string();
+  REQUIRE(s.ejk("tune export " + file).status == 0);
+  CHECK_THAT(s.ejk("tune clear").out, ContainsSubstring("removed 1 tuning records"));
+  CHECK(json_field(s.ejk("run " + kProblem + " --iters 1 --json").out, "tuned") == "false");
+  CHECK_THAT(s.ejk("tune import " + file).out, ContainsSubstring("imported 1 tuning records"));
+  CHECK(json_field(s.ejk("run " + kProblem + " --iters 1 --json").out, "tuned") == "true");
+
+  std::ofstream(file, std::ios::app) << "ejk-tune 1\nop no_such_op\nfingerprint x\nclass y\nkey z\nms 1\nheuristic_ms 1\n";
+  s.ejk("tune clear");
+  const auto bad = s.ejk("tune import " + file);
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.out, ContainsSubstring("no_such_op"));
+  CHECK_THAT(s.ejk("tune ls").out, ContainsSubstring("(0 records)"));
+}
+
+TEST_CASE("tune: bad requests are refused naming what is wrong", "[cli][tune]") {
+  const Store s;
+  auto p = s.ejk("tune " + kProblem + " --block-q 64");
+  CHECK(p.status == 2);
+  CHECK_THAT(p.out, ContainsSubstring("--block-q is what tuning chooses"));
+  p = s.ejk("run " + kProblem + " --iters 1", "EJK_TUNING=maybe");
+  CHECK(p.status == 2);
+  CHECK_THAT(p.out, ContainsSubstring("EJK_TUNING"));
+}
