@@ -71,7 +71,7 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _F32_MAX = float(np.finfo(np.float32).max)
 _KIND_WORDS = {"bool": "bool", "i64": "int", "f32": "float", "f64": "float", "i64[2]": "int or pair of ints"}
 KINDS = {"bool": _lib.ARG_BOOL, "i64": _lib.ARG_INT, "f32": _lib.ARG_FLOAT, "f64": _lib.ARG_FLOAT,
-         "i64[2]": _lib.ARG_INT_PAIR}
+         "i64[2]": _lib.ARG_INT_PAIR, "tune": _lib.ARG_TUNE}
 
 
 def _is_int(value):
@@ -123,6 +123,26 @@ def scalar(name, value, type_name, traced=lambda value: False):
         raise ArgumentTypeError(f"{name}: expected an int or a pair (left, right) of ints, got "
                                 f"{type(value).__name__} {value!r}")
     raise TypeError(f"{name}: scalar type {type_name!r} is not one the bindings know")
+
+
+def config(cfg):
+    """cfg= as (axis, "tune", value) entries: a mapping of the op's tuning axes (block_q, block_k,
+    ...) to ints, a hard override of the spec's heuristic and of the tuning store. libejk checks
+    the names and values against the spec (an unknown axis or a value its kernels do not take is
+    a ValueError naming it)."""
+    if cfg is None:
+        return ()
+    items = cfg._asdict().items() if hasattr(cfg, "_asdict") else getattr(cfg, "items", lambda: None)()
+    if items is None:
+        raise ArgumentTypeError(f"cfg: expected a mapping of tuning axes to ints (e.g. {{'block_q': 64}}), "
+                                f"got {type(cfg).__name__}")
+    out = []
+    for name, value in sorted(items):
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"cfg: axis names are strings, got {name!r}")
+        if value is not None:
+            out.append((name, "tune", _int(f"cfg[{name!r}]", value)))
+    return tuple(out)
 
 
 def _untraced(name, value, traced):

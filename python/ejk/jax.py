@@ -93,7 +93,7 @@ def _op(op, names, scalars):
     if backward is None:
         return ffi
     outputs = tuple(p.name for p in _kit.spec(op).outputs)
-    values = {name: value for name, _, value in scalars}
+    values = {name: value for name, type_name, value in scalars if type_name != "tune"}  # cfg is the forward's
 
     # A backward marked `uses_outputs` also gets the forward's outputs (saved, not recomputed).
     uses_outputs = getattr(backward, "uses_outputs", False)
@@ -212,15 +212,16 @@ class _Jax:
         return jnp.where((q_ids >= 0)[:, :, None, None], out, jnp.zeros((), out.dtype))
 
     @classmethod
-    def call(cls, op, **given):
-        """op with its spec's arguments by name (None: not given); {output name: array}."""
+    def call(cls, op, cfg=None, **given):
+        """op with its spec's arguments by name (None: not given), and cfg's tuning values;
+        {output name: array}."""
         s = _kit.spec(op)
         for name in given:
             s.param(name)  # TypeError for a name the op lacks
         names = tuple(p.name for p in s.inputs if given.get(p.name) is not None)
         operands = tuple(cls.array(name, given[name]) for name in names)
         scalars = tuple((p.name, p.type, cls.scalar(p.name, given[p.name], p.type)) for p in s.scalars
-                        if given.get(p.name) is not None)
+                        if given.get(p.name) is not None) + _kit.config(cfg)
         outs = _op(op, names, scalars)(*operands)
         return dict(zip((p.name for p in s.outputs), outs))
 

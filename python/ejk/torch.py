@@ -251,10 +251,13 @@ class _Torch:
         return torch.where((q_ids >= 0)[:, :, None, None], out, torch.zeros((), dtype=out.dtype, device=out.device))
 
     @classmethod
-    def call(cls, op, **given):
+    def call(cls, op, cfg=None, **given):
         """op with its spec's arguments by name (None: not given); {output name: tensor}.
         Reads only the tables made at import: torch.compile traces this function, and eager
         calls pay for every step."""
+        if cfg is not None:
+            raise NotImplementedError(f"{op}: cfg is not supported by ejk.torch (its schema has no tuning "
+                                      "values); ejk.jax takes it, and `ejk tune` records winners both use")
         inputs, scalars, outputs, known = _TABLES[op]
         if not known.issuperset(given):
             for name in given:

@@ -88,7 +88,7 @@ def flash_attention_with_lse(fw, query, key, value, bias=None, cum_seqlens_q=Non
 def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
     """The call both wrappers make: options checked, mask_info lowered, dtypes cast where the
     seed casts, head_dim padded where the kernels do not tile it."""
-    fw.refuse("flash_attention", dropout_prob=options.get("dropout_prob", 0.0) != 0.0, cfg=options.get("cfg") is not None)
+    fw.refuse("flash_attention", dropout_prob=options.get("dropout_prob", 0.0) != 0.0)
     if not fw.is_float_dtype(options.get("logits_dtype", _DEFAULT)):
         raise ValueError(f"logits_dtype: expected a floating dtype, got {options['logits_dtype']!r}")
     fw.check_precision(options.get("precision", _DEFAULT))
@@ -104,6 +104,8 @@ def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
         tensors["softmax_aux"] = fw.cast_float(tensors["softmax_aux"], "float32")
     if "bias" in tensors:
         tensors["bias"] = fw.cast_float(tensors["bias"], fw.dtype_name(q))
+    if options.get("cfg") is not None:
+        scalars = dict(scalars, cfg=options["cfg"])
     zero_rows = None
     if mask_info is not None:
         zero_rows = _lower(fw, mask_info, tensors, scalars)
@@ -188,7 +190,8 @@ def _full_specs(fw, in_specs, mask_info, mesh, tensors, return_lse):
 WRAPPERS = (flash_attention, flash_attention_with_lse)
 
 _JAX_SHARDING = """\
-      cfg: None only (block sizes come from the spec's heuristic).
+      cfg: None (the tuning store's winner, else the spec's heuristic), or a mapping of tuning axes
+        to ints, e.g. {"block_q": 64, "block_k": 128}: used as given, never overridden.
       mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
         device running the kernel on its local shard; given fewer, unsharded (as in
         ejkernel.modules). in_specs: the seed's seven, a PartitionSpec for each of query, key,
@@ -204,7 +207,7 @@ _JAX_SHARDING = """\
 # The framework's parts of the docstring.
 DOCS = {"jax": {"sharding": _JAX_SHARDING},
         "torch": {"on": ", on torch tensors", "devices": ", on one device (CPU or CUDA)",
-                  "sharding": "      cfg, mesh, in_specs, out_specs: None only."}}
+                  "sharding": "      cfg (NotImplementedError), mesh, in_specs, out_specs: None only."}}
 
 
 def _vmap(op, size, names, in_batched, operands):

@@ -1,0 +1,49 @@
+"""cfg= (ejk.jax): a mapping of an op's tuning axes to values, a hard override of the spec's heuristic and of
+the tuning store, checked by libejk against the spec (the names and values the kernels take)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ejk.jax
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    q = jnp.asarray(rng.standard_normal((1, 40, 2, 64)), jnp.float32)
+    k = jnp.asarray(rng.standard_normal((1, 56, 1, 64)), jnp.float32)
+    v = jnp.asarray(rng.standard_normal((1, 56, 1, 64)), jnp.float32)
+    return q, k, v
+
+
+def test_cfg_block_sizes_give_the_same_attention():
+    q, k, v = _inputs()
+    base = ejk.jax.flash_attention(q, k, v, causal=True)
+    for cfg in ({"block_q": 32, "block_k": 32}, {"block_q": 128, "block_k": 64}, {"block_k": 128}):
+        got = jax.jit(lambda q, k, v, cfg=cfg: ejk.jax.flash_attention(q, k, v, causal=True, cfg=cfg))(q, k, v)
+        err = float(jnp.linalg.norm(got - base) / jnp.linalg.norm(base))
+        assert err <= 1e-5, (cfg, err)
+
+
+def test_cfg_reaches_the_kernels_and_gradients_ignore_it():
+    q, k, v = _inputs(1)
+
+    def loss(q, cfg):
+        return jnp.sum(ejk.jax.flash_attention(q, k, v, cfg=cfg) ** 2)
+
+    g0 = jax.grad(loss)(q, None)
+    g1 = jax.grad(loss)(q, {"block_q": 32, "block_k": 32})
+    assert float(jnp.linalg.norm(g1 - g0) / jnp.linalg.norm(g0)) <= 1e-5
+
+
+@pytest.mark.parametrize("cfg, error, words", [
+    ({"block_q": 7}, ValueError, "block_q"),            # a value the kernels do not take
+    ({"no_such_axis": 1}, ValueError, "no_such_axis"),  # not a tuning axis of the op
+    ({"block_q": 1.5}, TypeError, "cfg['block_q']"),
+    ("block_q=64", TypeError, "cfg: expected a mapping"),
+])
+def test_bad_cfg_is_refused_by_name(cfg, error, words):
+    q, k, v = _inputs()
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        ejk.jax.flash_attention(q, k, v, cfg=cfg)
+
