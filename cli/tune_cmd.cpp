@@ -1,5 +1,6 @@
-// ejk tune OP ...: time the problem with the spec heuristic's key and with each combination of
-// the spec's values for the op's tuning axes (block sizes) that its kernels take, and record the
+// ejk tune OP ...: time the problem with the spec heuristic's key and with each of the backend's
+// candidate configs (the spec's `configs`; else every combination of the listed values of the op's
+// tuning axes) that its kernels take for the problem, and record the
 // fastest in the tuning store, which later plans for this device and problem class use instead
 // of the heuristic. The heuristic's key is a candidate, so a recorded winner was never measured
 // slower than it. ejk tune ls|clear|export|import manage the store.
@@ -22,16 +23,22 @@
 namespace ejk::cli {
 namespace {
 
-// Every combination of the spec's listed values of the op's int tuning axes.
-std::vector<std::vector<std::pair<std::string, int64_t>>> combinations(const OpInfo& info) {
-  std::vector<std::vector<std::pair<std::string, int64_t>>> out{{}};
+using Candidate = std::vector<std::pair<std::string, int64_t>>;
+
+// The backend's candidate configs as its spec lists them; without a list, every combination of
+// the spec's listed values of the op's int tuning axes.
+std::vector<Candidate> candidates(const OpInfo& info, const std::string& backend) {
+  std::vector<Candidate> out;
+  if (auto it = info.configs.find(backend); it != info.configs.end() && !it->second.empty()) {
+    for (const auto& config : it->second) out.emplace_back(config.begin(), config.end());
+    return out;
+  }
+  out.push_back({});
   for (const OpAxisInfo& a : info.axes) {
-    if (a.kind != "int" || !a.tuning) continue;
-    const std::vector<int64_t>& values = a.values;  // the spec's list; its JIT range is not enumerated
-    if (values.empty()) continue;
-    std::vector<std::vector<std::pair<std::string, int64_t>>> grown;
+    if (a.kind != "int" || !a.tuning || a.values.empty()) continue;  // a JIT range is not enumerated
+    std::vector<Candidate> grown;
     for (const auto& c : out)
-      for (int64_t v : values) {
+      for (int64_t v : a.values) {
         grown.push_back(c);
         grown.back().emplace_back(a.name, v);
       }
@@ -64,7 +71,7 @@ void tune_op(OpCase& oc, const RunOptions& o) {
   const Timing heuristic = time_calls(oc.op(), p.args, device, iters);
   std::vector<Measured> measured{{heuristic.info.key, heuristic.ms}};
   std::set<std::string> seen{heuristic.info.key};
-  for (const auto& combo : combinations(describe_op(oc.op()))) {
+  for (const Candidate& combo : candidates(describe_op(oc.op()), device.kind == DeviceKind::cpu ? "cpu" : "cuda")) {
     Args a = p.args;
     for (const auto& [axis, v] : combo) a.tune(axis, v);
     std::string key;

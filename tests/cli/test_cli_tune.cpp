@@ -56,7 +56,7 @@ TEST_CASE("tune: the recorded winner is what the next process runs, unless EJK_T
   REQUIRE(tuned.status == 0);
   const std::string best = json_field(tuned.out, "best"), heuristic = json_field(tuned.out, "heuristic");
   REQUIRE(!best.empty());
-  CHECK_THAT(tuned.out, ContainsSubstring("bq32.bk32"));  // every listed block size was measured
+  CHECK_THAT(tuned.out, ContainsSubstring("bq64.bk128"));  // each of the spec's CPU configs was measured
 
   const auto run = s.ejk("run " + kProblem + " --iters 1 --check --json");
   INFO(run.out);

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +62,8 @@ struct OpInfo {
   std::vector<OpScalarInfo> scalars;
   std::vector<OpAxisInfo> axes;
   std::vector<std::string> backends;
+  // Per backend, its candidate tile configs (tuning axis -> value), as the spec lists them.
+  std::map<std::string, std::vector<std::map<std::string, int64_t>>> configs;
 };
 
 EJK_API std::vector<std::string> op_names();  // the ops a user can call, sorted

@@ -112,7 +112,10 @@ OpInfo describe_op(std::string_view name) {
     info.axes.push_back({a.name, a.kind == AxisKind::Int ? "int" : a.kind == AxisKind::Enum ? "enum" : "flag",
                          axis_domain(a), a.doc, a.tuning || (a.kind == AxisKind::Int && a.from.empty()),
                          set_by_arguments(s, a), a.int_values});
-  for (const BackendDef& b : s.backends()) info.backends.push_back(b.name);
+  for (const BackendDef& b : s.backends()) {
+    info.backends.push_back(b.name);
+    info.configs[b.name] = b.configs;
+  }
   return info;
 }
 
