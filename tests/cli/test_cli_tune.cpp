@@ -71,9 +71,9 @@ TEST_CASE("tune: the recorded winner is what the next process runs, unless EJK_T
   CHECK(json_field(off.out, "key") == heuristic);
   CHECK(json_field(off.out, "tuned") == "false");
   // A caller's block sizes win over the store.
-  const auto given = s.ejk("run " + kProblem + " --iters 1 --block-q 32 --block-k 32 --json");
+  const auto given = s.ejk("run " + kProblem + " --iters 1 --block-q 128 --block-k 64 --json");
   CHECK(json_field(given.out, "tuned") == "false");
-  CHECK_THAT(given.out, ContainsSubstring("bq32.bk32"));
+  CHECK_THAT(given.out, ContainsSubstring("bq128.bk64"));
 
   const auto ls = s.ejk("tune ls");
   CHECK_THAT(ls.out, ContainsSubstring("(1 records)"));
