@@ -191,7 +191,7 @@ WRAPPERS = (flash_attention, flash_attention_with_lse)
 
 _JAX_SHARDING = """\
       cfg: None (the tuning store's winner, else the spec's heuristic), or a mapping of tuning axes
-        to ints, e.g. {"block_q": 64, "block_k": 128}: used as given, never overridden.
+        to ints, e.g. dict(block_q=64, block_k=128): used as given, never overridden.
       mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
         device running the kernel on its local shard; given fewer, unsharded (as in
         ejkernel.modules). in_specs: the seed's seven, a PartitionSpec for each of query, key,
