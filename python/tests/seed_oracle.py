@@ -19,6 +19,8 @@ import ejkernel.modules as m
 with open(sys.argv[1], "rb") as f:
     name, args, kwargs = pickle.load(f)
 args = [None if a is None else jnp.asarray(a) for a in args]
+# Array keywords (bias, sinks, ...) as JAX arrays too: the seed's type checks refuse NumPy ones.
+kwargs = {k: jnp.asarray(v) if isinstance(v, __import__("numpy").ndarray) else v for k, v in kwargs.items()}
 out = getattr(m, name)(*args, platform="xla", **kwargs)
 out = out if isinstance(out, tuple) else (out,)
 with open(sys.argv[2], "wb") as f:
