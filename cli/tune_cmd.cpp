@@ -66,12 +66,13 @@ void tune_op(OpCase& oc, const RunOptions& o) {
   std::string fallback;
   const HostCase c = make_case(oc, o, backend, device, fallback);
   DeviceProblem p = on_device(oc.op(), c, device, {});
-  const Context ctx{device.kind == DeviceKind::cpu ? Backend::cpu : Backend::cuda};
+  const Backend here = device.kind == DeviceKind::cpu ? Backend::cpu : Backend::cuda;
+  const Context ctx{here};
 
   const Timing heuristic = time_calls(oc.op(), p.args, device, iters);
   std::vector<Measured> measured{{heuristic.info.key, heuristic.ms}};
   std::set<std::string> seen{heuristic.info.key};
-  for (const Candidate& combo : candidates(describe_op(oc.op()), device.kind == DeviceKind::cpu ? "cpu" : "cuda")) {
+  for (const Candidate& combo : candidates(describe_op(oc.op()), std::string(backend_name(here)))) {
     Args a = p.args;
     for (const auto& [axis, v] : combo) a.tune(axis, v);
     std::string key;

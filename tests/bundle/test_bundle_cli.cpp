@@ -18,6 +18,7 @@
 
 #include "bundle/reader.h"
 #include "bundle/writer.h"
+#include "../cli/cli_shell.h"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
@@ -26,22 +27,9 @@ namespace {
 
 const std::string kEjk = EJK_CLI_PATH;
 
-struct Proc {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
+using ejk::test::Proc;
 
-Proc sh(const std::string& cmd) {
-  Proc p;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) p.out.append(buf.data(), n);
-  const int st = pclose(f);
-  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return p;
-}
+Proc sh(const std::string& cmd) { return ejk::test::shell(cmd); }
 
 nlohmann::json last_json(const Proc& p) {
   INFO(p.out);

@@ -81,6 +81,13 @@ bool caller_tuned(const OpSchema& s, const AxisValues& axes) {
   return false;
 }
 
+// Where the tuning store files the problem `id` whose heuristic key is `heuristic`.
+TuningSlot slot_of(const OpSchema& s, Backend backend, Device device, const PlanId& id, VariantKey heuristic) {
+  TuningSlot slot{std::move(heuristic), tuning::fingerprint(backend, device, *id.target), {}};
+  slot.cls = tuning::problem_class(s, slot.heuristic, id.problem);
+  return slot;
+}
+
 std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanId& id, bool load) {
   const OpSchema& s = b.op->schema();
   check_environment();
@@ -91,9 +98,8 @@ std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanI
   p->key = make_key(s, backend_name(backend), *id.target, id.axes, id.problem);
   // The tuning store's winner for this device and problem, unless the caller chose tuning values.
   if (!caller_tuned(s, id.axes) && tuning::enabled()) {
-    const std::string fp = tuning::fingerprint(backend, b.device, *id.target);
-    if (auto t = tuning::lookup(s, fp, tuning::problem_class(s, p->key, id.problem), p->key))
-      p->key = std::move(*t), p->tuned = true;
+    const TuningSlot slot = slot_of(s, backend, b.device, id, p->key);
+    if (auto t = tuning::lookup(s, slot.fingerprint, slot.cls, slot.heuristic)) p->key = std::move(*t), p->tuned = true;
   }
   p->key_string = to_string(p->key);
   p->axes = id.axes;
@@ -139,10 +145,7 @@ TuningSlot tuning_slot(const Bound& b, Backend backend) {
   if (caller_tuned(s, id.axes))
     throw InvalidArgument(fmt::format("{}: a tuning record is made for the heuristic's problem: give no tuning values",
                                       b.op->name()));
-  TuningSlot slot{make_key(s, backend_name(backend), *id.target, id.axes, id.problem), {}, {}};
-  slot.fingerprint = tuning::fingerprint(backend, b.device, *id.target);
-  slot.cls = tuning::problem_class(s, slot.heuristic, id.problem);
-  return slot;
+  return slot_of(s, backend, b.device, id, make_key(s, backend_name(backend), *id.target, id.axes, id.problem));
 }
 
 Backend resolve_backend(const OpDef& op, Device device, Backend wanted) {
