@@ -103,17 +103,17 @@ void add_compile_subcommand(CLI::App& compile, const OpListing& l) {
   const std::vector<std::string> ops = op_names();
   const bool public_op = std::find(ops.begin(), ops.end(), l.api) != ops.end();
   std::map<std::string, std::string> prefixes = {{"head_dim", "d"}};
-  if (public_op)
-    for (const OpAxisInfo& a : describe_op(l.api).axes) {
-      if (a.kind == "flag") {
-        c->add_flag(flag_name(a.name), st->flags[a.name], a.doc.empty() ? "the key's " + a.name + " flag" : a.doc);
-        continue;
-      }
-      std::string names = flag_name(a.name);
-      if (auto p = prefixes.find(a.name); p != prefixes.end()) names += ",--" + p->second;
-      c->add_option(names, st->values[a.name], fmt::format("{} ({}){}", a.doc, a.domain,
-                                                           a.tuning ? "; default: the spec's heuristic" : ""));
+  const std::vector<OpAxisInfo> axes = public_op ? describe_op(l.api).axes : std::vector<OpAxisInfo>{};
+  for (const OpAxisInfo& a : axes) {
+    if (a.kind == "flag") {
+      c->add_flag(flag_name(a.name), st->flags[a.name], a.doc.empty() ? "the key's " + a.name + " flag" : a.doc);
+      continue;
     }
+    std::string names = flag_name(a.name);
+    if (auto p = prefixes.find(a.name); p != prefixes.end()) names += ",--" + p->second;
+    c->add_option(names, st->values[a.name], fmt::format("{} ({}){}", a.doc, a.domain,
+                                                         a.tuning ? "; default: the spec's heuristic" : ""));
+  }
   c->callback([st] {
     CompileRequest r = st->req;
     r.target = st->arch;
