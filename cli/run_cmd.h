@@ -27,6 +27,17 @@ struct RunOptions {
 // --check, --json, --save, --load, and one per tuning axis (--block-q ...).
 void add_case_options(CLI::App* cmd, OpCase& oc, const std::shared_ptr<RunOptions>& o);
 
+// One output against the float64 reference.
+struct OutputError {
+  std::string name;
+  double rel_l2 = 0, max_abs = 0;
+  bool bad = false;  // NaN, or infinities where the reference has none (or the reverse)
+};
+OutputError compare_output(const std::string& name, const std::vector<double>& got, const std::vector<double>& ref);
+
+// The spec's rel-L2 bound for the op's outputs in `dtype` (a dtype it does not list: f32's 1e-5).
+double tolerance(const std::string& op, DType dtype);
+
 // `a` with the tuning values the options give.
 Args with_tuning(Args a, const RunOptions& o);
 
@@ -42,7 +53,8 @@ struct DeviceProblem {
 };
 DeviceProblem on_device(const std::string& op, const HostCase& c, Device device, const Args& tuning);
 
-// One call (which finds or compiles the variant), then `iters` timed ones: medians.
+// One call (which finds or compiles the variant), then `iters` timed ones: medians. (In the CLI
+// itself; everything else here is in the support library, cli/run_case.cpp.)
 struct Timing {
   RunInfo info;
   double ms = 0, host_us = 0;

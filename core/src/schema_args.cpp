@@ -398,6 +398,10 @@ ArgSections parse_arg_sections(const SpecReader& r, const Fields& top, const std
   if (const YAML::Node* n = top.find("together")) a.together = parse_together(r, *n);
   if (const YAML::Node* n = top.find("problem")) a.problem = parse_problem(r, *n, axes, enum_constants);
   check_references(r, a, axes, internal);
+  // Kernels write an output shaped like a whole-contiguous input as they read that input.
+  for (TensorArgDef& t : a.tensors)
+    for (const TensorArgDef& src : a.tensors)
+      if (!t.like.empty() && src.name == t.like) t.contiguous = t.contiguous || src.contiguous;
   return a;
 }
 

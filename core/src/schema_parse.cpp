@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "ejk/core/error.h"
@@ -178,13 +179,36 @@ void parse_domain(const SpecReader& r, const Fields& f, const std::string& path,
 
 }  // namespace detail
 
+namespace {
+
+// `tolerance: {bf16: 2e-2}`: rel-L2 bounds per element type over the defaults (f32 1e-5, bf16
+// and f16 1e-2), each a number in (0, 1).
+std::map<std::string, double> parse_tolerance(const SpecReader& r, const YAML::Node* n) {
+  std::map<std::string, double> out{{"f32", 1e-5}, {"bf16", 1e-2}, {"f16", 1e-2}};
+  if (!n) return out;
+  const Fields given = r.open_fields(*n, "tolerance");
+  for (const auto& [dtype, v] : given.entries()) {
+    const std::string path = SpecReader::join("tolerance", dtype);
+    if (!out.count(dtype)) r.fail(v, path, "expected an element type: f32, bf16 or f16");
+    const std::string text = r.scalar(v, path);
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !(x > 0 && x < 1))
+      r.fail(v, path, fmt::format("expected a number in (0, 1), got '{}'", text));
+    out[dtype] = x;
+  }
+  return out;
+}
+
+}  // namespace
+
 OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name, const TargetTable* targets) {
   SpecReader r(file_name);
   const YAML::Node root = r.load(yaml_text);
   if (!root.IsMap()) r.fail(root.IsDefined() ? SpecReader::line(root) : 1, "", "expected a map of sections");
   Fields top = r.fields(root, "",
                         {"op", "api", "internal", "doc", "modes", "tensors", "scalars", "together", "problem", "axes",
-                         "backends"},
+                         "tolerance", "backends"},
                         {"op", "api", "tensors", "axes", "backends"});
   OpSchema s;
   s.file_ = std::move(file_name);
@@ -193,6 +217,7 @@ OpSchema OpSchema::parse(std::string_view yaml_text, std::string file_name, cons
   if (const YAML::Node* d = top.find("doc")) s.doc_ = r.text(*d, "doc");
   if (const YAML::Node* i = top.find("internal")) s.internal_ = r.boolean(*i, "internal");
   s.axes_ = parse_axes(r, *top.find("axes"));
+  s.tolerance_ = parse_tolerance(r, top.find("tolerance"));
   s.enum_constants_ = collect_enum_constants(r, s.axes_);
   detail::ArgSections args = detail::parse_arg_sections(r, top, s.axes_, s.enum_constants_, s.internal_);
   for (size_t i = 0; i < args.modes.size(); ++i)

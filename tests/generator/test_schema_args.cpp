@@ -134,3 +134,21 @@ TEST_CASE("spec args: problem variables have exactly one source", "[spec][args]"
                "'widht' is not an axis or enum value");
   expect_error(replaced("from: D}", "from: E}"), "axes.width.from", "'E' is not a size symbol");
 }
+
+TEST_CASE("spec args: an output like a whole-contiguous input is whole-contiguous", "[spec][args]") {
+  const OpSchema s = OpSchema::parse(replaced("{name: z, like: x,", "{name: z, like: cu, optional: true,"), kFile);
+  CHECK(s.tensors()[size_t(s.tensor_index("z"))].contiguous);
+  CHECK_FALSE(OpSchema::parse(kBase, kFile).tensors()[size_t(OpSchema::parse(kBase, kFile).tensor_index("z"))].contiguous);
+}
+
+TEST_CASE("spec: tolerance per element type over the defaults", "[spec][args]") {
+  const OpSchema plain = OpSchema::parse(kBase, kFile);
+  CHECK(plain.tolerance().at("f32") == 1e-5);
+  CHECK(plain.tolerance().at("bf16") == 1e-2);
+  const OpSchema loose = OpSchema::parse(replaced("problem:", "tolerance: {bf16: 2e-2}\nproblem:"), kFile);
+  CHECK(loose.tolerance().at("bf16") == 2e-2);
+  CHECK(loose.tolerance().at("f16") == 1e-2);
+  expect_error(replaced("problem:", "tolerance: {f64: 1e-9}\nproblem:"), "tolerance.f64", "expected an element type");
+  expect_error(replaced("problem:", "tolerance: {f32: 2}\nproblem:"), "tolerance.f32", "a number in (0, 1)");
+  expect_error(replaced("problem:", "tolerance: {f32: 1e-5x}\nproblem:"), "tolerance.f32", "a number in (0, 1)");
+}

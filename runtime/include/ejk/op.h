@@ -46,6 +46,7 @@ struct OpTensorInfo {
   std::string name, layout, dtypes, doc;  // layout "[B, Sq, Hq, D]"; dtypes "bf16|f16|f32"
   std::vector<std::pair<std::string, std::string>> mode_layouts;  // ("varlen", "[Tq, Hq, D]")
   bool optional = false, output = false;
+  bool contiguous = false;  // the whole tensor must be contiguous (else only its last dim)
 };
 struct OpScalarInfo {
   std::string name, type, default_value, doc;  // type: f32, f64, i64, bool, i64[2]
@@ -64,6 +65,9 @@ struct OpInfo {
   std::vector<std::string> backends;
   // Per backend, its candidate tile configs (tuning axis -> value), as the spec lists them.
   std::map<std::string, std::vector<std::map<std::string, int64_t>>> configs;
+  // rel-L2 bound of every output against the float64 reference, per element type of the op's
+  // dtype axis ("f32", "bf16", "f16"), as the spec declares it.
+  std::map<std::string, double> tolerance;
 };
 
 EJK_API std::vector<std::string> op_names();  // the ops a user can call, sorted

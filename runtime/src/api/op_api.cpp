@@ -100,10 +100,10 @@ std::vector<std::string> op_names() {
 
 OpInfo describe_op(std::string_view name) {
   const OpSchema& s = engine::find_op(name).schema();
-  OpInfo info{s.api(), s.op(), s.doc(), {}, {}, {}, {}};
+  OpInfo info{s.api(), s.op(), s.doc(), {}, {}, {}, {}, {}, s.tolerance()};
   for (const TensorArgDef& t : s.tensors()) {
     OpTensorInfo ti{t.name, t.like.empty() ? t.layout.text : "like " + t.like, fmt::format("{}", fmt::join(t.dtypes, "|")),
-                    t.doc, {}, t.optional, t.output};
+                    t.doc, {}, t.optional, t.output, t.contiguous};
     for (const auto& [mode, l] : t.mode_layouts) ti.mode_layouts.emplace_back(mode, l.text);
     info.tensors.push_back(std::move(ti));
   }

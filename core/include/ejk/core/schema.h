@@ -123,6 +123,9 @@ class OpSchema {
   std::map<std::string, std::string> template_vars(const VariantKey& key) const;
 
   const std::string& doc() const { return doc_; }
+  // The rel-L2 bound of every output against the float64 reference, per element type name
+  // (f32, bf16, f16): the spec's `tolerance:` over the defaults 1e-5, 1e-2, 1e-2.
+  const std::map<std::string, double>& tolerance() const { return tolerance_; }
   const std::vector<ProblemVarDef>& problem_vars() const { return problem_; }
   const AxisDef& axis(std::string_view name) const;  // op-wide domain; InvalidArgument if absent
   // Position of `value` in enum axis `axis` (how enums appear in expressions); InvalidArgument.
@@ -150,6 +153,7 @@ class OpSchema {
   std::vector<ProblemVarDef> problem_;
   std::vector<BackendDef> backends_;
   std::map<std::string, int64_t> enum_constants_;
+  std::map<std::string, double> tolerance_;
 };
 
 }  // namespace ejk
