@@ -229,7 +229,21 @@ def _vmap(op, size, names, in_batched, operands):
     return tuple(_batching.unfold(y, size, batch) for y in op(*folded))
 
 
-VMAP = {"flash_attention": _vmap}
+def _vmap_backward(op, size, names, in_batched, operands):
+    """The backward's rule: folded as the forward's, except with a bias or sinks (their gradients
+    sum over B, so folded examples would be summed together) or packed varlen: one at a time.
+    The 0-d placeholders of absent dbias and dsoftmax_aux come back as zeros per example."""
+    import jax.numpy as jnp
+    from .. import _batching
+    if {"cum_seqlens_q", "bias", "softmax_aux"} & set(names):
+        return _batching.sequential(op, in_batched, operands)
+    q = operands[0]
+    batch = q.shape[1] if in_batched[0] else q.shape[0]
+    outs = op(*(_batching.fold(x, b, size) for x, b in zip(operands, in_batched)))
+    return tuple(_batching.unfold(y, size, batch) if y.ndim else jnp.zeros((size,), y.dtype) for y in outs)
+
+
+VMAP = {"flash_attention": _vmap, "flash_attention_backward": _vmap_backward}
 
 
 def _sharded(fw, tensors, scalars, mesh, in_specs, out_specs, return_lse):
