@@ -126,3 +126,28 @@ TEST_CASE("tune: bad requests are refused naming what is wrong", "[cli][tune]") 
   CHECK(p.status == 2);
   CHECK_THAT(p.out, ContainsSubstring("EJK_TUNING"));
 }
+
+// Eight processes storing one class's record at once, then writers killed with SIGKILL at random
+// points: the store still holds exactly one usable record, which the next run uses.
+TEST_CASE("tune: concurrent writers and writers killed mid-write leave one usable record", "[cli][tune]") {
+  const Store s;
+  REQUIRE(s.ejk("tune " + kProblem + " --iters 1").status == 0);
+  const std::string file = (s.dir / "records.txt").string();
+  REQUIRE(s.ejk("tune export " + file).status == 0);
+  const std::string import = "env EJK_CACHE_DIR=" + s.dir.string() + " " + EJK_CLI_PATH + " tune import " + file;
+  const auto racing = ejk::test::shell("for w in 1 2 3 4 5 6 7 8; do (for i in 1 2 3 4 5 6; do " + import +
+                                       " >/dev/null || echo FAILED; done) & done; wait");
+  INFO(racing.out);
+  CHECK_THAT(racing.out, !ContainsSubstring("FAILED"));
+  for (int round = 0; round < 6; ++round)
+    ejk::test::shell("(while :; do " + import + " >/dev/null 2>&1; done) & loop=$!; sleep 0.0" +
+                     std::to_string(3 + round * 7 % 9) + "; pkill -KILL -P $loop; kill -KILL $loop; wait 2>/dev/null");
+  const auto ls = s.ejk("tune ls");
+  INFO(ls.out);
+  CHECK_THAT(ls.out, ContainsSubstring("(1 records)"));
+  CHECK_THAT(ls.out, !ContainsSubstring("not used"));
+  CHECK(json_field(s.ejk("run " + kProblem + " --iters 1 --json").out, "tuned") == "true");
+  // clear also takes the temp files of the killed writers.
+  CHECK_THAT(s.ejk("tune clear").out, ContainsSubstring("removed 1 tuning records"));
+  CHECK(fs::is_empty(s.dir / "tune-v1"));
+}

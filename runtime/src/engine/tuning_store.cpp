@@ -158,6 +158,12 @@ std::vector<Record> list() {
 size_t clear() {
   size_t removed = 0;
   for (const Record& r : list()) removed += fs::remove(r.path);
+  // The temp files of writers killed before their rename: never records, gone with them.
+  std::string error;
+  const fs::path dir = root();
+  if (fs::is_directory(dir))
+    for (const std::string& name : cache::io::list_directory(dir, error).value_or(std::vector<std::string>{}))
+      if (name.find(std::string(kSuffix) + ".tmp.") != std::string::npos) fs::remove(dir / name);
   return removed;
 }
 
