@@ -151,3 +151,23 @@ TEST_CASE("tune: concurrent writers and writers killed mid-write leave one usabl
   CHECK_THAT(s.ejk("tune clear").out, ContainsSubstring("removed 1 tuning records"));
   CHECK(fs::is_empty(s.dir / "tune-v1"));
 }
+
+TEST_CASE("autotune: EJK_AUTOTUNE=1 measures a class on its first call, records it, and the result checks", "[cli][tune]") {
+  const Store s;
+  s.ejk("run " + kProblem + " --iters 1");  // off by default
+  CHECK_THAT(s.ejk("tune ls").out, ContainsSubstring("(0 records)"));
+  const auto first = s.ejk("run " + kProblem + " --iters 2 --check --json", "EJK_AUTOTUNE=1");
+  INFO(first.out);
+  REQUIRE(first.status == 0);
+  CHECK(json_field(first.out, "check") == "\"pass\"");
+  const auto ls = s.ejk("tune ls");
+  INFO(ls.out);
+  CHECK_THAT(ls.out, ContainsSubstring("(1 records)"));
+  // A later process without autotuning runs the recorded winner, which the first call ran too.
+  const auto later = s.ejk("run " + kProblem + " --iters 1 --json");
+  CHECK(json_field(later.out, "key") == json_field(first.out, "key"));
+  CHECK(json_field(later.out, "tuned") == "true");
+  const auto bad = s.ejk("run " + kProblem + " --iters 1", "EJK_AUTOTUNE=sometimes");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.out, ContainsSubstring("EJK_AUTOTUNE"));
+}

@@ -11,6 +11,7 @@
 #include "cache/disk_cache.h"
 #include "cache/get_or_build.h"
 #include "ejk/core/error.h"
+#include "engine/autotune.h"
 #include "engine/bind.h"
 #include "engine/keys.h"
 #include "engine/tuning_store.h"
@@ -72,6 +73,7 @@ void check_environment() {
   ThreadPool::configured_threads();
   util::env_int("EJK_CPU_STAGE_KV", 0, 1, -1);
   tuning::enabled();
+  tuning::autotune_enabled();
   bundle::use_environment();  // EJK_BUNDLE_PATH: read, and its bundles opened, once
 }
 
@@ -100,15 +102,11 @@ std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanI
   if (!caller_tuned(s, id.axes) && tuning::enabled()) {
     const TuningSlot slot = slot_of(s, backend, b.device, id, p->key);
     if (auto t = tuning::lookup(s, slot.fingerprint, slot.cls, slot.heuristic)) p->key = std::move(*t), p->tuned = true;
+    p->autotune = !p->tuned && tuning::autotune_enabled() && !s.backend(backend_name(backend)).configs.empty();
   }
-  p->key_string = to_string(p->key);
   p->axes = id.axes;
   p->problem = id.problem;
-  b.op->plan_facts(*p, p->facts);
-  if (!load) return p;
-  p->main = acquire_variant(s, p->key, b.device);
-  for (const VariantKey& c : b.op->companions(p->key))
-    p->companions.push_back(acquire_variant(detail::op_schema(c.op), c, b.device));
+  finish_plan(*p, load);
   return p;
 }
 
@@ -161,30 +159,70 @@ Backend resolve_backend(const OpDef& op, Device device, Backend wanted) {
   return here;
 }
 
+namespace {
+
+// The memoized plans. A thread calling one op with one shape back to back finds its plan in
+// `last` (no hash, no lock). A plan never changes; an autotuned one replaces its untuned entry.
+struct PlanCache {
+  std::mutex mu;
+  std::unordered_map<PlanId, std::shared_ptr<const PlanData>, PlanIdHash> plans;
+  static constexpr size_t kMaxPlans = 4096;  // many distinct sequence lengths: start over, not grow
+  static PlanCache& get() {
+    static PlanCache c;
+    return c;
+  }
+};
+thread_local PlanId last_id;
+thread_local std::shared_ptr<const PlanData> last;
+
+std::shared_ptr<const PlanData> remember(const PlanId& id, std::shared_ptr<const PlanData> p, bool replace) {
+  PlanCache& c = PlanCache::get();
+  {
+    std::lock_guard lk(c.mu);
+    if (c.plans.size() >= PlanCache::kMaxPlans) c.plans.clear();
+    auto [it, fresh] = c.plans.emplace(id, p);
+    if (!fresh && replace) it->second = std::move(p);
+    p = it->second;
+  }
+  last_id = id, last = p;
+  return p;
+}
+
+}  // namespace
+
+void finish_plan(PlanData& p, bool load) {
+  const OpSchema& s = p.op->schema();
+  p.key_string = to_string(p.key);
+  p.op->plan_facts(p, p.facts);
+  if (!load) return;
+  p.main = acquire_variant(s, p.key, p.device);
+  p.companions.clear();
+  for (const VariantKey& c : p.op->companions(p.key))
+    p.companions.push_back(acquire_variant(detail::op_schema(c.op), c, p.device));
+}
+
 std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool load) {
-  static std::mutex mu;
-  static std::unordered_map<PlanId, std::shared_ptr<const PlanData>, PlanIdHash> plans;
-  constexpr size_t kMaxPlans = 4096;  // many distinct sequence lengths: start over, not grow
   const PlanId id = plan_id(b, backend);
-  // A thread calling one op with one shape back to back: no hash, no lock. Plans never change,
-  // so the held one stays right after the table is cleared.
-  thread_local PlanId last_id;
-  thread_local std::shared_ptr<const PlanData> last;
   if (last != nullptr && last_id == id) return last;
   std::shared_ptr<const PlanData> p;
   {
-    std::lock_guard lk(mu);
-    if (auto it = plans.find(id); it != plans.end()) p = it->second;
+    PlanCache& c = PlanCache::get();
+    std::lock_guard lk(c.mu);
+    if (auto it = c.plans.find(id); it != c.plans.end()) p = it->second;
   }
   if (p == nullptr) {
     p = make_plan(b, backend, id, load);
     if (!load) return p;
-    std::lock_guard lk(mu);
-    if (plans.size() >= kMaxPlans) plans.clear();
-    p = plans.emplace(id, std::move(p)).first->second;
+    p = remember(id, std::move(p), false);
+  } else {
+    last_id = id, last = p;
   }
-  last_id = id, last = p;
   return p;
+}
+
+void replace_plan(const Bound& b, std::shared_ptr<const PlanData> p) {
+  const PlanId id = plan_id(b, p->backend);
+  remember(id, std::move(p), true);
 }
 
 bool plan_matches(const Bound& b, Backend backend, const PlanData& plan) {
@@ -232,6 +270,7 @@ RunInfo call(const OpDef& op, const ArgPack& args, const Context& ctx) {
   op.check(b);
   const Backend backend = resolve_backend(op, b.device, ctx.backend);
   std::shared_ptr<const PlanData> plan = plan_for(b, backend);
+  if (plan->autotune) plan = autotuned(b, plan, ctx);
   execute(b, *plan, ctx);
   return plan->info();
 }

@@ -27,6 +27,7 @@ struct PlanData {
   AxisValues axes;                  // what the key was built from
   ProblemValues problem;
   bool tuned = false;               // the key is the tuning store's, not the heuristic's
+  bool autotune = false;            // EJK_AUTOTUNE, and no record: call() measures the candidates
   alignas(16) unsigned char facts[OpDef::kFactBytes] = {};  // OpDef::plan_facts
 
   template <class T>
@@ -44,6 +45,13 @@ Backend resolve_backend(const OpDef& op, Device device, Backend wanted);
 // miss); false only checks and builds the key.
 std::shared_ptr<const PlanData> plan_for(const Bound& b, Backend backend, bool load = true);
 
+// Fills a plan whose op, backend, device, key, axes and problem are set: its key string, the
+// op's plan facts and (load) its variants.
+void finish_plan(PlanData& p, bool load);
+
+// Puts `p` (an autotuned plan of b's problem) in place of the memoized plan of its problem.
+void replace_plan(const Bound& b, std::shared_ptr<const PlanData> p);
+
 // Where the tuning store files a bound call's problem: the heuristic's key (the call must give
 // no tuning values), the device's fingerprint and the problem class (tuning_store.h).
 struct TuningSlot {
@@ -59,7 +67,8 @@ bool plan_matches(const Bound& b, Backend backend, const PlanData& plan);
 // ctx.stream.
 void execute(const Bound& b, const PlanData& plan, const Context& ctx);
 
-// bind + plan_for + execute.
+// bind + plan_for + execute; with EJK_AUTOTUNE=1, the first call of a problem class without a
+// tuning record first times the spec's candidate configs on its own arguments (engine/autotune.cpp).
 RunInfo call(const OpDef& op, const ArgPack& args, const Context& ctx);
 
 }  // namespace ejk::engine

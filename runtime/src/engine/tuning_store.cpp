@@ -91,6 +91,8 @@ Record read_record(const fs::path& path) {
 
 bool enabled() { return util::env_bool("EJK_TUNING", true); }
 
+bool autotune_enabled() { return util::env_bool("EJK_AUTOTUNE", false); }
+
 fs::path root() { return cache::default_root().parent_path() / "tune-v1"; }
 
 std::string fingerprint(Backend backend, Device device, std::string_view target) {

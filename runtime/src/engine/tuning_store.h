@@ -23,6 +23,9 @@ namespace ejk::engine::tuning {
 
 // EJK_TUNING: 1 (the default) lets plans read the store, 0 ignores it (the heuristic only).
 bool enabled();
+// EJK_AUTOTUNE: 1 lets the first call of a problem class without a record measure the spec's
+// candidate configs and record the fastest (engine/autotune.h); 0 (the default) does not.
+bool autotune_enabled();
 
 // <cache dir>/tune-v1, beside the cache's versioned root.
 std::filesystem::path root();
