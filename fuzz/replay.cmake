@@ -12,10 +12,16 @@ set(_fuzz_libs_bundle ejk_bundle zstd::libzstd_shared)
 set(_fuzz_libs_load ejk_cli_support ejk_core nlohmann_json::nlohmann_json)
 set(_fuzz_libs_cli_parse ejk_cli_support ejk_core)
 set(_fuzz_libs_pattern ejk_core)
-foreach(target expr spec npy cache_entry payload_check bundle load cli_parse pattern)
-  add_executable(fuzz_replay_${target} ${_fuzz_dir}/replay_main.cpp ${_fuzz_dir}/targets/fuzz_${target}.cpp)
+set(_fuzz_libs_c_args ejk_core)
+# The C ABI's readers are hidden inside libejk: the replay compiles them itself.
+set(_fuzz_sources_c_args ${PROJECT_SOURCE_DIR}/runtime/src/api/args.cpp ${PROJECT_SOURCE_DIR}/runtime/src/api/c_args.cpp
+                         ${PROJECT_SOURCE_DIR}/runtime/src/tensor_view.cpp ${PROJECT_SOURCE_DIR}/runtime/src/dtype.cpp)
+foreach(target expr spec npy cache_entry payload_check bundle load cli_parse pattern c_args)
+  add_executable(fuzz_replay_${target} ${_fuzz_dir}/replay_main.cpp ${_fuzz_dir}/targets/fuzz_${target}.cpp
+                 ${_fuzz_sources_${target}})
   target_link_libraries(fuzz_replay_${target} PRIVATE ${_fuzz_libs_${target}} fmt::fmt)
-  target_include_directories(fuzz_replay_${target} PRIVATE ${PROJECT_SOURCE_DIR}/cli)
+  target_include_directories(fuzz_replay_${target} PRIVATE ${PROJECT_SOURCE_DIR}/cli ${PROJECT_SOURCE_DIR}/runtime/src
+                                                           ${PROJECT_SOURCE_DIR}/runtime/include)
   add_test(NAME fuzz.replay.${target}
            COMMAND fuzz_replay_${target} ${_fuzz_dir}/corpus/${target}
                    ${PROJECT_SOURCE_DIR}/tests/fuzz/${target})

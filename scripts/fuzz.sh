@@ -6,13 +6,13 @@
 # under tests/fuzz/<target>/, where the fuzz.replay.<target> ctest runs it from then on).
 #
 #   scripts/fuzz.sh [seconds-per-target] [target...]   (default 60 s, every target)
-#   targets: expr spec npy cache_entry payload_check bundle load cli_parse pattern
+#   targets: expr spec npy cache_entry payload_check bundle load cli_parse pattern c_args
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(expr spec npy cache_entry payload_check bundle load cli_parse pattern)
+[ ${#targets[@]} -eq 0 ] && targets=(expr spec npy cache_entry payload_check bundle load cli_parse pattern c_args)
 
 scripts/setup-deps.sh
 # libFuzzer's runtime for clang-19 is a package of its own.

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "ejk/ejk.h"
+#include "ejk/c_types.h"
 #include "ejk/op.h"
 #include "ejk/tensor.h"
 #include "ejk/types.h"
