@@ -7,6 +7,7 @@
 
 #include <array>
 #include <climits>
+#include <string>
 #include <tuple>
 
 #include "ejk/core/error.h"
@@ -33,7 +34,7 @@ size_t scratch_bytes(const FlashBwdParams& p) {
   return size_t(pl.batches * pl.heads * p.fwd.seqlen_q * p.fwd.seqlen_k) * sizeof(float);
 }
 
-unsigned grid_of(const char* op, const char* what, int64_t blocks) {
+unsigned grid_of(const std::string& op, const char* what, int64_t blocks) {
   if (blocks > INT32_MAX) throw InvalidArgument(fmt::format("{}: {} {} blocks exceed the grid", op, blocks, what));
   return unsigned(blocks);
 }
