@@ -56,7 +56,7 @@ TEST_CASE("flash attention backward on CUDA matches the float64 reference", "[fl
   std::string why;
   if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
   using W = std::array<int64_t, 2>;
-  std::vector<Problem> v(8);
+  std::vector<Problem> v(13);
   for (Problem& p : v) p.dtype = DType::bf16, p.sq = 100, p.sk = 90;
   v[0].d = 128, v[0].causal = true;                                                        // a built-in key
   v[1].d = 64, v[1].sinks = SinkKind::per_head, v[1].softcap = 3.0, v[1].hq = 6, v[1].hkv = 2;
@@ -66,16 +66,18 @@ TEST_CASE("flash attention backward on CUDA matches the float64 reference", "[fl
   v[5].dtype = DType::f16, v[5].d = 96, v[5].bias = BiasKind::shared_both, v[5].window = W{20, 0};
   v[6].d = 256, v[6].bias = BiasKind::shared_heads, v[6].softcap = 20.0, v[6].sinks = SinkKind::per_head;
   v[7].d = 128, v[7].b = 1, v[7].sq = 700, v[7].sk = 650, v[7].hq = 4, v[7].hkv = 4;  // many tiles
+  // The tensor-core kernels (no bias): each feature without the scalar kernel's bias path.
+  v[8].window = W{9, 4}, v[8].sinks = SinkKind::shared, v[8].d_lse = true, v[8].sq = 300, v[8].sk = 280;
+  v[9].segments = true, v[9].causal = true, v[9].sq = 200, v[9].sk = 200;
+  v[10].dtype = DType::f16, v[10].d = 96, v[10].window = W{20, 0}, v[10].softcap = 5.0;
+  v[11].d = 256, v[11].softcap = 20.0, v[11].sinks = SinkKind::per_head, v[11].hq = 4, v[11].hkv = 1;
+  v[12].d = 64, v[12].causal = true, v[12].sq = 333, v[12].sk = 517, v[12].hq = 8, v[12].hkv = 2;
   uint64_t seed = 900;
   for (const Problem& p : v) check_problem(p, seed++);
 }
 
-TEST_CASE("flash attention backward on CUDA is deterministic", "[flash_bwd][cuda][gpu]") {
-  std::string why;
-  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
-  Problem p;
-  p.dtype = DType::bf16, p.d = 128, p.b = 2, p.sq = 300, p.sk = 300, p.hq = 8, p.hkv = 2, p.causal = true;
-  p.bias = BiasKind::shared_batch, p.sinks = SinkKind::shared;
+namespace {
+void check_deterministic(const Problem& p) {
   const Case c = make_case(p, 3, kGpu);
   OnGpu a = to_gpu(c), b = to_gpu(c);
   run(kOp, a.args);
@@ -86,4 +88,16 @@ TEST_CASE("flash attention backward on CUDA is deterministic", "[flash_bwd][cuda
     INFO(a.outputs[i].first);
     CHECK(std::memcmp(x.data(), y.data(), x.nbytes()) == 0);
   }
+}
+}  // namespace
+
+TEST_CASE("flash attention backward on CUDA is deterministic", "[flash_bwd][cuda][gpu]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  Problem p;
+  p.dtype = DType::bf16, p.d = 128, p.b = 2, p.sq = 300, p.sk = 300, p.hq = 8, p.hkv = 2, p.causal = true;
+  p.bias = BiasKind::shared_batch, p.sinks = SinkKind::shared;
+  check_deterministic(p);  // the scalar kernel (bias)
+  p.bias = BiasKind::none;
+  check_deterministic(p);  // the tensor-core kernels
 }

@@ -41,6 +41,10 @@ struct FlashBwdParams {
   // kernel writes 0 there); null otherwise.
   void* zero_dbias;
   float* zero_dsoftmax_aux;
+  // CUDA tensor-core path: delta (d_out . out - d_lse) per query row in lse's layout, f32, and
+  // which of its launches runs (cuda/flash_bwd_launch.h); unused elsewhere.
+  float* delta;
+  int phase;
 };
 
 // Planes of dq tasks: a bias broadcast over the batch (heads) folds every batch (head) into one

@@ -5,11 +5,13 @@
 //
 // Scalar FMAs, one warp per block: thread j owns key j of its block (dk/dv tasks) or query j
 // (dq tasks), with its accumulators in local memory; K/V tiles in shared memory as the element
-// type. A correctness-first kernel: no tensor cores yet.
+// type. Only bias variants and head dims that are no multiple of 16 take this kernel; the rest
+// run flash_bwd_tc.cuh's tensor-core launches (flash_bwd_tensor_cores).
 #pragma once
 #include "ejk/kernels/common/attention_variant.h"
 #include "ejk/kernels/common/flash_bwd_params.h"
 #include "ejk/kernels/cuda/flash_bwd_launch.h"
+#include "ejk/kernels/cuda/flash_bwd_tc.cuh"
 #include "ejk/kernels/cuda/ptx.cuh"
 
 namespace ejk::cuda {
@@ -232,17 +234,12 @@ template <class Cfg> __device__ void bwd_sink_task(const FlashBwdParams& p, i64 
   }
 }
 
-// Cfg: E (bf16 or f16), kD, kFlags.
-template <class Cfg> __device__ void flash_bwd(const FlashBwdParams& p) {
+template <class Cfg> __device__ void flash_bwd_scalar(const FlashBwdParams& p) {
   const FlashFwdParams& f = p.fwd;
   const FlashBwdTasks n = flash_bwd_tasks(p, kFlashBwdThreads, kFlashBwdThreads);
   const FlashBwdPlanes pl = flash_bwd_planes(p);
   const i64 kblocks = ceil_div<i64>(f.seqlen_k, kFlashBwdThreads), qblocks = ceil_div<i64>(f.seqlen_q, kFlashBwdThreads);
   const i64 t = blockIdx.x;
-  if (t == 0 && threadIdx.x == 0) {  // 0-d placeholders of absent inputs' gradients read as 0
-    if (p.zero_dbias) *static_cast<u16*>(p.zero_dbias) = 0;
-    if (p.zero_dsoftmax_aux) *p.zero_dsoftmax_aux = 0.0f;
-  }
   if (t < n.kv) {
     bwd_kv_task<Cfg>(p, t / (f.heads_kv * kblocks), t / kblocks % f.heads_kv, t % kblocks);
   } else if (t < n.kv + n.q) {
@@ -250,6 +247,24 @@ template <class Cfg> __device__ void flash_bwd(const FlashBwdParams& p) {
     bwd_q_task<Cfg>(p, u / (pl.heads * qblocks), u / qblocks % pl.heads, u % qblocks);
   } else if constexpr (Cfg::kFlags.sinks) {
     bwd_sink_task<Cfg>(p, t - n.kv - n.q);
+  }
+}
+
+// Cfg: E (bf16 or f16), kD, kBlockQ, kBlockK, kFlags. p.phase picks the launch (the scalar
+// kernel's one, or one of the tensor-core path's four).
+template <class Cfg> __device__ void flash_bwd(const FlashBwdParams& p) {
+  if (blockIdx.x == 0 && threadIdx.x == 0 && (p.phase == kBwdScalar || p.phase == kBwdDelta)) {
+    // 0-d placeholders of absent inputs' gradients read as 0
+    if (p.zero_dbias) *static_cast<u16*>(p.zero_dbias) = 0;
+    if (p.zero_dsoftmax_aux) *p.zero_dsoftmax_aux = 0.0f;
+  }
+  if constexpr (!flash_bwd_tensor_cores(Cfg::kFlags.bias, Cfg::kD)) {
+    flash_bwd_scalar<Cfg>(p);
+  } else {
+    if (p.phase == kBwdDelta) bwd_delta_rows<Cfg>(p);
+    else if (p.phase == kBwdKv) bwd_kv_tc<Cfg>(p);
+    else if (p.phase == kBwdQ) bwd_q_tc<Cfg>(p);
+    else if constexpr (Cfg::kFlags.sinks) bwd_sink_task<Cfg>(p, blockIdx.x);
   }
 }
 

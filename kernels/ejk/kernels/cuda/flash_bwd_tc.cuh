@@ -1,0 +1,278 @@
+// CUDA flash attention backward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; sm80 and
+// sm90a), FA2-style, deterministic (every output element written by one block, no atomics):
+//   delta: one warp per query row, delta = d_out . out - d_lse into an f32 workspace;
+//   kv:    one block per (sequence, kv head, block_k keys), K and V resident, looping over the
+//          group's query heads and the visible query tiles: S^T = K Q^T, P^T, dV += P^T dO,
+//          dP^T = V dO^T, dS^T = P^T (dP^T - delta) (softcap Jacobian), dK += dS^T Q;
+//   q:     one block per (sequence, q head, block_q queries): S and dP recomputed, dQ += dS K.
+// Warps own 16 rows (keys, resp. queries), so P and dS stay in registers as A operands. The
+// tile pieces (loads, the two products, the logit transform and masks) are the sm80 forward's.
+#pragma once
+#include "ejk/kernels/common/flash_bwd_params.h"
+#include "ejk/kernels/cuda/flash_bwd_launch.h"
+#include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
+
+namespace ejk::cuda {
+
+__device__ __forceinline__ i64 bwd_row_at(const FlashFwdParams& f, const SeqSpan& seq, i64 h, i64 i) {
+  return seq.b * f.lse_stride_b + h * f.lse_stride_h + seq.q_begin + i;
+}
+
+// lse in log2 units for P = exp2(x - lse); rows without a visible key (-inf) and rows past the
+// sequence read +inf, so that their probabilities are 0 whatever their logits.
+__device__ __forceinline__ float bwd_lse_log2(const FlashFwdParams& f, const SeqSpan& seq, i64 h, i64 i) {
+  if (i >= seq.len_q) return __int_as_float(0x7f800000);
+  const float lse = f.lse[bwd_row_at(f, seq, h, i)];
+  return lse == neg_inf_f32() ? __int_as_float(0x7f800000) : lse * kLog2e;
+}
+
+template <class Cfg> __device__ void bwd_delta_rows(const FlashBwdParams& p) {
+  constexpr Elem E = Cfg::E;
+  const FlashFwdParams& f = p.fwd;
+  const bool varlen = f.cu_seqlens_q != nullptr;
+  const i64 rows = varlen ? f.total_q : f.seqlen_q;
+  const i64 r = i64(blockIdx.x) * (kFlashBwdDeltaThreads / 32) + threadIdx.x / 32;
+  if (r >= f.heads_q * rows * (varlen ? 1 : f.batch)) return;
+  const i64 b = varlen ? 0 : r / (f.heads_q * rows), h = r / rows % f.heads_q, i = r % rows;
+  const u16* d_out = static_cast<const u16*>(p.d_out) + b * p.do_stride_b + i * p.do_stride_s + h * p.do_stride_h;
+  const u16* out = static_cast<const u16*>(f.out) + b * f.o_stride_b + i * f.o_stride_s + h * f.o_stride_h;
+  float acc = 0.f;
+  for (int d = threadIdx.x & 31; d < Cfg::kD; d += 32) acc += to_f32<E>(d_out[d]) * to_f32<E>(out[d]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  const i64 at = b * f.lse_stride_b + h * f.lse_stride_h + i;
+  if ((threadIdx.x & 31) == 0) p.delta[at] = p.d_lse ? acc - p.d_lse[at] : acc;
+}
+
+// A finished accumulator tile (times mult) -> shared (rows of C::kBlockQ at C::kRowPitch) ->
+// 16-byte stores of the rows before valid_rows.
+template <class C>
+__device__ __forceinline__ void bwd_store_tile(const float (&acc)[C::kMTiles][C::kDTiles][4], float mult, u16* smem,
+                                               u16* g, i64 stride, int valid_rows, int warp_row0, int lane) {
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp_row0 + mt * 16 + (lane >> 2) + half * 8;
+#pragma unroll
+      for (int dt = 0; dt < C::kDTiles; ++dt)
+        *reinterpret_cast<u32*>(smem + r * C::kRowPitch + dt * 8 + (lane & 3) * 2) =
+            pack2<C::kElem>(acc[mt][dt][2 * half] * mult, acc[mt][dt][2 * half + 1] * mult);
+    }
+  __syncthreads();
+  constexpr int kChunks = C::kHeadDim / 8;
+  for (int i = threadIdx.x; i < C::kBlockQ * kChunks; i += C::kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    if (r < valid_rows)
+      *reinterpret_cast<uint4*>(g + r * stride + c * 8) = *reinterpret_cast<const uint4*>(smem + r * C::kRowPitch + c * 8);
+  }
+}
+
+template <class C> __device__ __forceinline__ void bwd_zero(float (&a)[C::kMTiles][C::kDTiles][4]) {
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < C::kDTiles; ++dt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[mt][dt][i] = 0.f;
+}
+
+// The logit transform of mask.h without a bias, to log2 units (elementwise: the same for S and S^T).
+template <class C>
+__device__ __forceinline__ void bwd_logits(float (&s)[C::kMTiles][C::kNTiles][4], const FlashFwdParams& f) {
+  const float inv_cap = C::kSoftcap ? 1.f / f.softcap : 0.f;
+  auto tanh_fn = [](float v) { return fast_tanh(v); };
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        s[mt][nt][i] = transform_logit<false, C::kSoftcap>(s[mt][nt][i] * f.scale, 0.f, f.softcap, inv_cap, tanh_fn) * kLog2e;
+}
+
+// dS from log2 logits x (-inf: masked), dP, the row's (or column's) lse and delta: P into x,
+// dS (with the softcap Jacobian 1 - (s / cap)^2) into dp.
+__device__ __forceinline__ void bwd_grad(float& x, float& dp, float lse2, float delta, float cap_ln2) {
+  const float prob = fast_exp2(x - lse2);
+  float ds = prob * (dp - delta);
+  if (cap_ln2 != 0.f) {
+    const float t = x * cap_ln2;
+    ds = prob > 0.f ? ds * (1.f - t * t) : 0.f;
+  }
+  x = prob;
+  dp = ds;
+}
+
+template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
+  using C = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockK, Cfg::kBlockQ, Cfg::kFlags, 16>;  // rows: keys
+  constexpr int BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, P = C::kRowPitch;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  u16* sK = reinterpret_cast<u16*>(smem_raw);
+  u16* sV = sK + BK * P;
+  u16* sQ = sV + BK * P;     // [2][BQ * P]
+  u16* sdO = sQ + 2 * BQ * P;  // [2][BQ * P]
+  float* sLse = reinterpret_cast<float*>(sdO + 2 * BQ * P);  // [2][BQ]
+  float* sDelta = sLse + 2 * BQ;
+  i32* sSeg = reinterpret_cast<i32*>(sDelta + 2 * BQ);
+  const FlashFwdParams& f = p.fwd;
+  const i64 kblocks = ceil_div<i64>(f.seqlen_k, BK), t = blockIdx.x;
+  const SeqSpan seq = sequence_span(f, t / (f.heads_kv * kblocks));
+  const i64 hk = t / kblocks % f.heads_kv, k0 = (t % kblocks) * BK;
+  if (k0 >= seq.len_k) return;
+  const int lane = threadIdx.x & 31, warp_row0 = (threadIdx.x >> 5) * 16;
+  const int valid_k = int(min_of<i64>(BK, seq.len_k - k0));
+  const u16* gK = static_cast<const u16*>(f.k) + seq.b * f.k_stride_b + (seq.k_begin + k0) * f.k_stride_s + hk * f.k_stride_h;
+  const u16* gV = static_cast<const u16*>(f.v) + seq.b * f.v_stride_b + (seq.k_begin + k0) * f.v_stride_s + hk * f.v_stride_h;
+  load_tile_async<C>(sK, gK, f.k_stride_s, BK, valid_k);
+  load_tile_async<C>(sV, gV, f.v_stride_s, BK, valid_k);
+
+  const MaskSpec m = variant_mask<C::kFlags>(f.mask);
+  const TileRange qt = visible_query_tiles<bounded_mask(C::kFlags)>(m, k0, k0 + valid_k - 1, seq.len_q, BQ);
+  const i64 group = f.heads_q / f.heads_kv, steps = group * qt.count();
+  const bool segments = C::kSegments && f.q_segment_ids != nullptr;
+  auto load_q = [&](i64 step, int stage) {
+    const i64 h = hk * group + step / qt.count(), q0 = i64(qt.begin + step % qt.count()) * BQ;
+    const int valid_q = int(min_of<i64>(BQ, seq.len_q - q0));
+    const i64 row = seq.q_begin + q0;
+    load_tile_async<C>(sQ + stage * BQ * P, static_cast<const u16*>(f.q) + seq.b * f.q_stride_b + row * f.q_stride_s + h * f.q_stride_h,
+                       f.q_stride_s, BQ, valid_q);
+    load_tile_async<C>(sdO + stage * BQ * P,
+                       static_cast<const u16*>(p.d_out) + seq.b * p.do_stride_b + row * p.do_stride_s + h * p.do_stride_h,
+                       p.do_stride_s, BQ, valid_q);
+    for (int r = threadIdx.x; r < BQ; r += C::kThreads) {
+      const i64 i = q0 + r;
+      sLse[stage * BQ + r] = bwd_lse_log2(f, seq, h, i);
+      sDelta[stage * BQ + r] = i < seq.len_q ? p.delta[bwd_row_at(f, seq, h, i)] : 0.f;
+      if (segments) sSeg[stage * BQ + r] = i < seq.len_q ? f.q_segment_ids[seq.index * f.q_seg_stride_b + i] : -1;
+    }
+  };
+  if (steps > 0) load_q(0, 0);
+  cp_async_commit();
+
+  // The key segment of each row this lane owns (clamped into the sequence: rows past it are not stored).
+  i32 k_seg[2] = {0, 0};
+  if (segments)
+    for (int half = 0; half < 2; ++half)
+      k_seg[half] = f.kv_segment_ids[seq.index * f.kv_seg_stride_b +
+                                     min_of<i64>(k0 + warp_row0 + (lane >> 2) + half * 8, seq.len_k - 1)];
+  const float cap_ln2 = C::kSoftcap ? kLn2 / f.softcap : 0.f;
+  float dk[C::kMTiles][C::kDTiles][4], dv[C::kMTiles][C::kDTiles][4];
+  bwd_zero<C>(dk);
+  bwd_zero<C>(dv);
+  for (i64 step = 0; step < steps; ++step) {
+    cp_async_wait<0>();
+    __syncthreads();  // this step's tiles visible; every warp done with the other stage
+    if (step + 1 < steps) load_q(step + 1, int((step + 1) & 1));
+    cp_async_commit();
+    const int stage = int(step & 1);
+    const i64 q0 = i64(qt.begin + step % qt.count()) * BQ;
+    const u16* q_tile = sQ + stage * BQ * P;
+    const u16* do_tile = sdO + stage * BQ * P;
+    float s[C::kMTiles][C::kNTiles][4], dp[C::kMTiles][C::kNTiles][4];
+    qk_tile<C>(s, sK, q_tile, warp_row0, lane);  // S^T
+    qk_tile<C>(dp, sV, do_tile, warp_row0, lane);  // dP^T
+    bwd_logits<C>(s, f);
+    const bool masked = !tile_fully_visible<bounded_mask(C::kFlags)>(m, q0, q0 + BQ - 1, k0, k0 + BK - 1);
+    const int col0 = 2 * (lane & 3);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const i64 j = k0 + warp_row0 + (lane >> 2) + half * 8;
+      auto clamp = [](i64 v) { return int(min_of<i64>(max_of<i64>(v, -1), BQ)); };
+      const int lo = masked ? clamp(first_visible_query(j, m) - q0 - col0) : 0;
+      const int hi = masked ? clamp(last_visible_query(j, m) - q0 - col0) : BQ;
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = nt * 8 + e, q = col + col0;
+          float& x = s[0][nt][2 * half + e];
+          if (col < lo || col > hi) x = neg_inf_f32();
+          if (segments && !segment_visible(sSeg[stage * BQ + q], k_seg[half])) x = neg_inf_f32();
+          bwd_grad(x, dp[0][nt][2 * half + e], sLse[stage * BQ + q], sDelta[stage * BQ + q], cap_ln2);
+        }
+    }
+    pv_tile<C>(dv, s, do_tile, lane);  // dV += P^T dO
+    pv_tile<C>(dk, dp, q_tile, lane);  // dK += dS^T Q
+  }
+  cp_async_wait<0>();
+  bwd_store_tile<C>(dk, f.scale, sK,
+                    static_cast<u16*>(p.dk) + seq.b * p.dk_stride_b + (seq.k_begin + k0) * p.dk_stride_s + hk * p.dk_stride_h,
+                    p.dk_stride_s, valid_k, warp_row0, lane);
+  bwd_store_tile<C>(dv, 1.f, sV,
+                    static_cast<u16*>(p.dv) + seq.b * p.dv_stride_b + (seq.k_begin + k0) * p.dv_stride_s + hk * p.dv_stride_h,
+                    p.dv_stride_s, valid_k, warp_row0, lane);
+}
+
+template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
+  using C = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockQ, Cfg::kBlockK, Cfg::kFlags, 16>;  // rows: queries
+  constexpr int BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, P = C::kRowPitch;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  u16* sQ = reinterpret_cast<u16*>(smem_raw);
+  u16* sdO = sQ + BQ * P;
+  u16* sK = sdO + BQ * P;     // [2][BK * P]
+  u16* sV = sK + 2 * BK * P;  // [2][BK * P]
+  const FlashFwdParams& f = p.fwd;
+  const i64 qblocks = ceil_div<i64>(f.seqlen_q, BQ), t = blockIdx.x;
+  const SeqSpan seq = sequence_span(f, t / (f.heads_q * qblocks));
+  const i64 h = t / qblocks % f.heads_q, hk = h / (f.heads_q / f.heads_kv);
+  const i64 q0 = (qblocks - 1 - t % qblocks) * BQ;  // heaviest (causal) blocks first
+  if (q0 >= seq.len_q) return;
+  const int lane = threadIdx.x & 31, warp_row0 = (threadIdx.x >> 5) * 16;
+  const int valid_q = int(min_of<i64>(BQ, seq.len_q - q0));
+  const i64 row = seq.q_begin + q0;
+  load_tile_async<C>(sQ, static_cast<const u16*>(f.q) + seq.b * f.q_stride_b + row * f.q_stride_s + h * f.q_stride_h,
+                     f.q_stride_s, BQ, valid_q);
+  load_tile_async<C>(sdO, static_cast<const u16*>(p.d_out) + seq.b * p.do_stride_b + row * p.do_stride_s + h * p.do_stride_h,
+                     p.do_stride_s, BQ, valid_q);
+  const u16* gK = static_cast<const u16*>(f.k) + seq.b * f.k_stride_b + seq.k_begin * f.k_stride_s + hk * f.k_stride_h;
+  const u16* gV = static_cast<const u16*>(f.v) + seq.b * f.v_stride_b + seq.k_begin * f.v_stride_s + hk * f.v_stride_h;
+  const MaskSpec m = variant_mask<C::kFlags>(f.mask);
+  const TileRange keys = key_range<C>(m, q0, seq.len_k);
+  auto load_kv = [&](int tile, int stage) {
+    const i64 k0 = i64(tile) * BK;
+    const int valid_k = int(min_of<i64>(BK, seq.len_k - k0));
+    load_tile_async<C>(sK + stage * BK * P, gK + k0 * f.k_stride_s, f.k_stride_s, BK, valid_k);
+    load_tile_async<C>(sV + stage * BK * P, gV + k0 * f.v_stride_s, f.v_stride_s, BK, valid_k);
+  };
+  if (keys.begin < keys.end) load_kv(keys.begin, 0);
+  cp_async_commit();
+
+  const TileContext<C> ctx = tile_context<C>(f, seq, h, q0, warp_row0, lane);
+  float lse2[2], delta[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const i64 i = q0 + warp_row0 + (lane >> 2) + half * 8;
+    lse2[half] = bwd_lse_log2(f, seq, h, i);
+    delta[half] = i < seq.len_q ? p.delta[bwd_row_at(f, seq, h, i)] : 0.f;
+  }
+  const float cap_ln2 = C::kSoftcap ? kLn2 / f.softcap : 0.f;
+  float dq[C::kMTiles][C::kDTiles][4];
+  bwd_zero<C>(dq);
+  for (int tile = keys.begin; tile < keys.end; ++tile) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (tile + 1 < keys.end) load_kv(tile + 1, (tile + 1 - keys.begin) & 1);
+    cp_async_commit();
+    const int stage = (tile - keys.begin) & 1;
+    const i64 k0 = i64(tile) * BK;
+    float s[C::kMTiles][C::kNTiles][4], dp[C::kMTiles][C::kNTiles][4];
+    qk_tile<C>(s, sQ, sK + stage * BK * P, warp_row0, lane);
+    qk_tile<C>(dp, sdO, sV + stage * BK * P, warp_row0, lane);
+    bwd_logits<C>(s, f);
+    if (tile_needs_mask<C>(m, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, m, seq, k0, lane);
+    if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
+#pragma unroll
+    for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) bwd_grad(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2);
+    pv_tile<C>(dq, dp, sK + stage * BK * P, lane);  // dQ += dS K
+  }
+  cp_async_wait<0>();
+  bwd_store_tile<C>(dq, f.scale, sQ,
+                    static_cast<u16*>(p.dq) + seq.b * p.dq_stride_b + row * p.dq_stride_s + h * p.dq_stride_h,
+                    p.dq_stride_s, valid_q, warp_row0, lane);
+}
+
+}  // namespace ejk::cuda
