@@ -1,0 +1,60 @@
+"""ragged_page_attention_v2's semantics in float64 numpy, for the JAX and PyTorch tests: each
+query's visible positions gathered from its sequence's pages, then a plain softmax with the
+sink in the denominator."""
+import numpy as np
+
+
+def ragged_page_attention_v2(queries, kv_pages, context_lens, block_tables, query_start_loc, num_seqs,
+                             softmax_aux=None, softmax_scale=None, logits_soft_cap=None, sliding_window=None):
+    q, kv = np.asarray(queries, np.float64), np.asarray(kv_pages, np.float64)
+    lens, tables, starts = (np.asarray(a) for a in (context_lens, block_tables, query_start_loc))
+    t_count, hq, d = q.shape
+    ps, hkv = kv.shape[1], kv.shape[2] // 2
+    scale = np.float32(1.0 / np.sqrt(d)) if softmax_scale is None else np.float32(softmax_scale)
+    sinks = None if softmax_aux is None else np.asarray(softmax_aux, np.float32).astype(np.float64)
+    out = np.zeros_like(q)
+    for s in range(int(np.asarray(num_seqs).reshape(-1)[0])):
+        n_q, n_kv = int(starts[s + 1] - starts[s]), int(lens[s])
+        for i in range(n_q):
+            t, pos = int(starts[s]) + i, n_kv - n_q + i
+            first = 0 if sliding_window is None else max(0, pos - sliding_window + 1)
+            j = np.arange(first, pos + 1)
+            if j.size == 0:
+                continue
+            pages, slots = tables[s, j // ps], j % ps
+            for h in range(hq):
+                g = h // (hq // hkv)
+                x = (kv[pages, slots, 2 * g] @ q[t, h]) * np.float64(scale)
+                if logits_soft_cap is not None:
+                    cap = np.float64(np.float32(logits_soft_cap))
+                    x = cap * np.tanh(x / cap)
+                m = x.max() if sinks is None else max(x.max(), sinks[h])
+                w = np.exp(x - m)
+                den = w.sum() + (0.0 if sinks is None else np.exp(sinks[h] - m))
+                out[t, h] = (w / den) @ kv[pages, slots, 2 * g + 1]
+    return out
+
+
+def random_problem(rng, q_lens=(1, 1, 0, 5, 12, 1), hq=8, hkv=2, d=64, ps=16, max_pages=6, spare_rows=2,
+                   sinks=False):
+    """Sequences with the given query lengths (decode 1, empty 0, prefill chunks), contexts random
+    in [q_len, max_pages * ps] with the last full and one shorter than a page; spare table rows
+    past num_seqs hold garbage; shuffled pages over a cache with spare pages; entries past each
+    context are -1 (never read)."""
+    n = len(q_lens)
+    rows = n + spare_rows
+    lens = np.array([rng.integers(q, max_pages * ps + 1) for q in q_lens] + [7] * spare_rows, np.int32)
+    lens[-spare_rows - 1] = max_pages * ps
+    lens[0] = min(lens[0], ps - 3)
+    num_pages = rows * max_pages + 3
+    perm = rng.permutation(num_pages)[: rows * max_pages].reshape(rows, max_pages)
+    used = np.arange(max_pages)[None, :] * ps < lens[:, None]
+    tables = np.where(used, perm, -1).astype(np.int32)
+    tables[n:] = 10_000  # past num_seqs: never read
+    starts = np.concatenate([[0], np.cumsum(list(q_lens) + [0] * spare_rows)]).astype(np.int32)
+    x = dict(queries=rng.standard_normal((int(starts[-1]) + 2, hq, d)),
+             kv_pages=rng.standard_normal((num_pages, ps, 2 * hkv, d)), context_lens=lens, block_tables=tables,
+             query_start_loc=starts, num_seqs=np.array([n], np.int32))
+    if sinks:
+        x["softmax_aux"] = rng.standard_normal(hq) * 2
+    return x
