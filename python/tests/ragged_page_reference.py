@@ -45,7 +45,7 @@ def random_problem(rng, q_lens=(1, 1, 0, 5, 12, 1), hq=8, hkv=2, d=64, ps=16, ma
     rows = n + spare_rows
     lens = np.array([rng.integers(q, max_pages * ps + 1) for q in q_lens] + [7] * spare_rows, np.int32)
     lens[-spare_rows - 1] = max_pages * ps
-    lens[0] = min(lens[0], ps - 3)
+    lens[0] = min(lens[0], max(q_lens[0], ps - 3))  # shorter than a page
     num_pages = rows * max_pages + 3
     perm = rng.permutation(num_pages)[: rows * max_pages].reshape(rows, max_pages)
     used = np.arange(max_pages)[None, :] * ps < lens[:, None]
