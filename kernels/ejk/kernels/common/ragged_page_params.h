@@ -22,8 +22,8 @@ struct RaggedPageParams {
   const void* v;             // value rows, by the v_* strides
   const i32* context_lens;   // [S]
   const i32* block_tables;   // [S, MB]
-  const i32* query_start;    // [S + 1]
-  const i32* num_seqs;       // [1]
+  const i32* query_start;    // [S + 1]; null: one sequence of all T tokens (a prefill chunk)
+  const i32* num_seqs;       // [1]; null with query_start
   const float* sinks;        // [Hq] or null
   void* out;                 // [T, Hq, D]
   i64 tokens, seqs, q_heads, kv_heads, head_dim, num_pages, page_size, max_pages;
@@ -38,6 +38,7 @@ struct RaggedPageParams {
 
 // The sequences processed: num_seqs clamped to the tables' rows.
 EJK_HD i64 ragged_active_seqs(const RaggedPageParams& p) {
+  if (p.num_seqs == nullptr) return min_of((i64)1, p.seqs);
   return min_of(max_of((i64)p.num_seqs[0], (i64)0), p.seqs);
 }
 
@@ -45,21 +46,27 @@ EJK_HD i64 ragged_active_seqs(const RaggedPageParams& p) {
 struct RaggedSpan {
   i64 seq, begin, end;
 };
+// Query i of the n_q of sequence s: what it sees.
+EJK_HD RaggedSpan ragged_span_of(const RaggedPageParams& p, i64 s, i64 n_q, i64 i) {
+  const i64 n_kv = min_of(max_of((i64)p.context_lens[s], (i64)0), p.max_pages * p.page_size);
+  const i64 pos = n_kv - n_q + i;
+  const i64 end = min_of(pos + 1, n_kv);
+  const i64 begin = p.window > 0 ? max_of(pos - p.window + 1, (i64)0) : (i64)0;
+  return {s, begin, end > begin ? end : begin};
+}
+
 EJK_HD RaggedSpan ragged_span(const RaggedPageParams& p, i64 t) {
-  // The last sequence whose range starts at or before t (binary search over the starts).
   i64 lo = 0, hi = ragged_active_seqs(p);
-  if (hi == 0 || t < p.query_start[0]) return {-1, 0, 0};
+  if (hi == 0) return {-1, 0, 0};
+  if (p.query_start == nullptr) return ragged_span_of(p, 0, p.tokens, t);
+  // The last sequence whose range starts at or before t (binary search over the starts).
+  if (t < p.query_start[0]) return {-1, 0, 0};
   while (hi - lo > 1) {
     const i64 mid = (lo + hi) / 2;
     if ((i64)p.query_start[mid] <= t) lo = mid; else hi = mid;
   }
   if (t >= (i64)p.query_start[lo + 1]) return {-1, 0, 0};
-  const i64 n_q = (i64)p.query_start[lo + 1] - (i64)p.query_start[lo];
-  const i64 n_kv = min_of(max_of((i64)p.context_lens[lo], (i64)0), p.max_pages * p.page_size);
-  const i64 pos = n_kv - n_q + (t - (i64)p.query_start[lo]);
-  const i64 end = min_of(pos + 1, n_kv);
-  const i64 begin = p.window > 0 ? max_of(pos - p.window + 1, (i64)0) : (i64)0;
-  return {lo, begin, end > begin ? end : begin};
+  return ragged_span_of(p, lo, (i64)p.query_start[lo + 1] - (i64)p.query_start[lo], t - (i64)p.query_start[lo]);
 }
 
 // The cache page of position j of sequence s, clamped into the cache: the host checks the

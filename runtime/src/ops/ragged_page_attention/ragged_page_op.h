@@ -30,4 +30,9 @@ class RaggedPageAttentionOp final : public engine::OpDef {
 
 const RaggedPageAttentionOp& ragged_page_attention_op();
 
+// The family's float64 reference into a contiguous [T, Hq, D] output: keys read from k and
+// values from v through p's strides (v_offset elements past v's start), sequence by sequence.
+void ragged_page_reference(const RaggedPageParams& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                           int64_t v_offset, double* out);
+
 }  // namespace ejk::ops
