@@ -58,3 +58,39 @@ def random_problem(rng, q_lens=(1, 1, 0, 5, 12, 1), hq=8, hkv=2, d=64, ps=16, ma
     if sinks:
         x["softmax_aux"] = rng.standard_normal(hq) * 2
     return x
+
+
+def prefill_page_attention(query, key_cache, value_cache, context_len, page_indices, softmax_scale=None,
+                           attn_logits_soft_cap=None, sliding_window=None):
+    q, kc, vc = (np.asarray(a, np.float64) for a in (query, key_cache, value_cache))
+    n, pages = int(np.asarray(context_len).reshape(-1)[0]), np.asarray(page_indices)
+    c, hq, d = q.shape
+    hkv, ps = kc.shape[0], kc.shape[2]
+    scale = np.float32(1.0 / np.sqrt(d)) if softmax_scale is None else np.float32(softmax_scale)
+    out = np.zeros_like(q)
+    for i in range(c):
+        pos = n - c + i
+        j = np.arange(0 if sliding_window is None else max(0, pos - sliding_window + 1), pos + 1)
+        if j.size == 0:
+            continue
+        for h in range(hq):
+            g = h // (hq // hkv)
+            x = (kc[g, pages[j // ps], j % ps] @ q[i, h]) * np.float64(scale)
+            if attn_logits_soft_cap is not None:
+                cap = np.float64(np.float32(attn_logits_soft_cap))
+                x = cap * np.tanh(x / cap)
+            w = np.exp(x - x.max())
+            out[i, h] = (w / w.sum()) @ vc[g, pages[j // ps], j % ps]
+    return out
+
+
+def random_prefill(rng, c=7, hq=8, hkv=2, d=64, ps=16, num_pages=5, context=None):
+    """A chunk of c tokens ending a context of `context` positions (default: random, at least c)
+    over a heads-first cache with spare pages in shuffled order; entries past it are -1."""
+    total = 2 * num_pages + 3
+    n = int(rng.integers(c, num_pages * ps + 1)) if context is None else context
+    idx = rng.permutation(total)[:num_pages].astype(np.int32)
+    idx[np.arange(num_pages) * ps >= n] = -1
+    return dict(query=rng.standard_normal((c, hq, d)), key_cache=rng.standard_normal((hkv, total, ps, d)),
+                value_cache=rng.standard_normal((hkv, total, ps, d)), context_len=np.array([n], np.int32),
+                page_indices=idx)
