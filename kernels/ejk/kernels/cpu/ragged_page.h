@@ -31,6 +31,7 @@ EJK_HD void ragged_cpu_heads(const RaggedPageParams& p, PageCpuState<Cfg>& st, i
       page_cpu_row<Cfg>(st.row, p.k, ragged_page_of(p, s, j) * p.k_sp + (j % p.page_size) * p.k_ss + g * p.k_sh);
       for (int h = 0; h < nh; ++h) {
         float x = page_cpu_dot<Cfg>(st.q[h], st.row) * p.scale;
+        if (p.alibi != nullptr || p.qq_bias != nullptr) x += ragged_bias(p, span, h0 + h, j);
         if (p.softcap > 0.0f) x = p.softcap * tanh_approx<float>(x / p.softcap);
         st.score[h][i] = x;
       }

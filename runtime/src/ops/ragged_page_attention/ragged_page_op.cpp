@@ -39,43 +39,49 @@ void RaggedPageAttentionOp::check(const engine::Bound& b) const {
   if (!b.args->shapes_only) check_host_metadata(b);
 }
 
-// Host-resident metadata: every entry a query can reach is checked once here, so no kernel
-// reads outside the cache or the queries (device-resident tables are clamped by the kernels).
 void RaggedPageAttentionOp::check_host_metadata(const engine::Bound& b) const {
-  const TensorView &ns_t = b.tensor(num_seqs), &qsl = b.tensor(query_start_loc), &lens = b.tensor(context_lens);
-  const TensorView& tables = b.tensor(block_tables);
-  if (ns_t.device.kind != DeviceKind::cpu || qsl.device.kind != DeviceKind::cpu || lens.device.kind != DeviceKind::cpu)
-    return;
-  const int64_t T = b.size(sym_T), S = b.size(sym_S), P = b.size(sym_P), PS = b.size(sym_PS), MB = b.size(sym_MB);
-  const int64_t ns = static_cast<const int32_t*>(ns_t.data)[0];
+  const TensorView& ns_t = b.tensor(num_seqs);
+  if (ns_t.device.kind != DeviceKind::cpu) return;
+  const int64_t ns = static_cast<const int32_t*>(ns_t.data)[0], S = b.size(sym_S);
   if (ns < 0 || ns > S)
     throw InvalidArgument(fmt::format("{}: num_seqs: must be in [0, {}] (context_lens' length), got {}", name(), S, ns));
+  check_ragged_metadata(name(), {ns, b.size(sym_T), b.size(sym_P), b.size(sym_PS), b.size(sym_MB),
+                                 b.given(sliding_window) ? b.i64(sliding_window) : 0},
+                        b.tensor(query_start_loc), b.tensor(context_lens), b.tensor(block_tables));
+}
+
+// Host-resident metadata: every entry a query can reach is checked once here, so no kernel
+// reads outside the cache or the queries (device-resident tables are clamped by the kernels).
+void check_ragged_metadata(std::string_view op, const RaggedSizes& z, const TensorView& qsl, const TensorView& lens,
+                           const TensorView& tables) {
+  if (qsl.device.kind != DeviceKind::cpu || lens.device.kind != DeviceKind::cpu) return;
   const auto* qs = static_cast<const int32_t*>(qsl.data);
   const auto* len = static_cast<const int32_t*>(lens.data);
   const auto* tab = static_cast<const int32_t*>(tables.data);
   const bool tables_on_host = tables.device.kind == DeviceKind::cpu;
-  for (int64_t s = 0; s <= ns; ++s) {
-    if (qs[s] < 0 || qs[s] > T)
-      throw InvalidArgument(fmt::format("{}: query_start_loc[{}]: must be in [0, {}] (queries' tokens), got {}",
-                                        name(), s, T, qs[s]));
+  for (int64_t s = 0; s <= z.seqs; ++s) {
+    if (qs[s] < 0 || qs[s] > z.tokens)
+      throw InvalidArgument(fmt::format("{}: query_start_loc[{}]: must be in [0, {}] (the queries' tokens), got {}",
+                                        op, s, z.tokens, qs[s]));
     if (s > 0 && qs[s] < qs[s - 1])
-      throw InvalidArgument(fmt::format("{}: query_start_loc[{}]: must be at least entry {} ({}), got {}", name(), s,
+      throw InvalidArgument(fmt::format("{}: query_start_loc[{}]: must be at least entry {} ({}), got {}", op, s,
                                         s - 1, qs[s - 1], qs[s]));
   }
-  for (int64_t s = 0; s < ns; ++s) {
+  const int64_t cap = z.max_pages * z.page_size;
+  for (int64_t s = 0; s < z.seqs; ++s) {
     const int64_t n = len[s * lens.strides[0]], n_q = qs[s + 1] - qs[s];
-    if (n < n_q || n > MB * PS)
-      throw InvalidArgument(fmt::format("{}: context_lens[{}]: must be in [{}, {}] (its {} query tokens; "
-                                        "block_tables' {} pages of {}), got {}", name(), s, n_q, MB * PS, n_q, MB,
-                                        PS, n));
+    if (n < n_q || n > cap)
+      throw InvalidArgument(fmt::format("{}: {}[{}]: must be in [{}, {}] (its {} query tokens; "
+                                        "block_tables' {} pages of {}), got {}", op, z.lens_arg, s, n_q, cap, n_q, z.max_pages,
+                                        z.page_size, n));
     if (!tables_on_host || n_q == 0) continue;
     // Only the pages a query reaches: the window's oldest is the first query's.
-    const int64_t first = b.given(sliding_window) ? std::max<int64_t>(0, n - n_q - b.i64(sliding_window) + 1) : 0;
-    for (int64_t j = first / PS; j < (n + PS - 1) / PS; ++j) {
+    const int64_t first = z.window > 0 ? std::max<int64_t>(0, n - n_q - z.window + 1) : 0;
+    for (int64_t j = first / z.page_size; j < (n + z.page_size - 1) / z.page_size; ++j) {
       const int64_t page = tab[s * tables.strides[0] + j * tables.strides[1]];
-      if (page < 0 || page >= P)
-        throw InvalidArgument(fmt::format("{}: block_tables[{}, {}]: must be a page in [0, {}), got {}", name(), s, j,
-                                          P, page));
+      if (page < 0 || page >= z.num_pages)
+        throw InvalidArgument(fmt::format("{}: block_tables[{}, {}]: must be a page in [0, {}), got {}", op, s, j,
+                                          z.num_pages, page));
     }
   }
 }

@@ -4,6 +4,8 @@
 // float64 reference.
 #pragma once
 #include "ejk/kernels/common/ragged_page_params.h"
+#include <string_view>
+
 #include "engine/op_def.h"
 
 namespace ejk::ops {
@@ -29,6 +31,16 @@ class RaggedPageAttentionOp final : public engine::OpDef {
 };
 
 const RaggedPageAttentionOp& ragged_page_attention_op();
+
+// The sizes the host-resident metadata is checked against.
+struct RaggedSizes {
+  int64_t seqs, tokens, num_pages, page_size, max_pages, window;
+  const char* lens_arg = "context_lens";  // the lengths' argument name in messages
+};
+// query_start_loc (seqs + 1 entries), context_lens and the block-table entries a query reaches,
+// where they are on the CPU; InvalidArgument "<op>: <arg>[i]: ..." for the first bad entry.
+void check_ragged_metadata(std::string_view op, const RaggedSizes& sizes, const TensorView& query_start_loc,
+                           const TensorView& context_lens, const TensorView& block_tables);
 
 // The family's float64 reference into a contiguous [T, Hq, D] output: keys read from k and
 // values from v through p's strides (v_offset elements past v's start), sequence by sequence.

@@ -33,6 +33,9 @@ void ragged_page_reference(const RaggedPageParams& p, const TensorView& q, const
         for (int64_t d = 0; d < D; ++d)
           x += engine::read_as_double(q, t * p.q_st + h * p.q_sh + d) * engine::read_as_double(k, row_at(j, false) + d);
         x *= double(p.scale);
+        const int64_t r = j - span.ctx;
+        if (p.alibi) x += double(p.alibi[h]) * double(r);
+        if (p.qq_bias && r >= 0 && r < p.qq_n && span.qi < p.qq_n) x += double(p.qq_bias[span.qi * p.qq_n + r]);
         if (p.softcap > 0) x = double(p.softcap) * std::tanh(x / double(p.softcap));
         logits[size_t(j - span.begin)] = x, m = std::max(m, x);
       }
