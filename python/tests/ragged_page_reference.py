@@ -94,3 +94,57 @@ def random_prefill(rng, c=7, hq=8, hkv=2, d=64, ps=16, num_pages=5, context=None
     return dict(query=rng.standard_normal((c, hq, d)), key_cache=rng.standard_normal((hkv, total, ps, d)),
                 value_cache=rng.standard_normal((hkv, total, ps, d)), context_len=np.array([n], np.int32),
                 page_indices=idx)
+
+
+def unified_attention(queries, key_cache, value_cache, kv_lens, block_tables, query_start_loc, alibi_slopes=None,
+                      qq_bias=None, softmax_aux=None, softmax_scale=None, sliding_window=None, logits_soft_cap=None):
+    q, kc, vc = (np.asarray(a, np.float64) for a in (queries, key_cache, value_cache))
+    lens, tables, starts = (np.asarray(a) for a in (kv_lens, block_tables, query_start_loc))
+    hq, d = q.shape[1:]
+    bs, hkv = kc.shape[1], kc.shape[2]
+    scale = np.float32(1.0 / np.sqrt(d)) if softmax_scale is None else np.float32(softmax_scale)
+    f32 = [None if a is None else np.asarray(a, np.float32).astype(np.float64) for a in (alibi_slopes, qq_bias,
+                                                                                         softmax_aux)]
+    slopes, qq, sinks = f32
+    out = np.zeros_like(q)
+    for s in range(len(lens)):
+        n_q, n_kv = int(starts[s + 1] - starts[s]), int(lens[s])
+        ctx = n_kv - n_q
+        for i in range(n_q):
+            t, pos = int(starts[s]) + i, ctx + i
+            j = np.arange(0 if sliding_window is None else max(0, pos - sliding_window + 1), pos + 1)
+            if j.size == 0:
+                continue
+            blocks, slots = tables[s, j // bs], j % bs
+            for h in range(hq):
+                g = h // (hq // hkv)
+                x = (kc[blocks, slots, g] @ q[t, h]) * np.float64(scale)
+                if slopes is not None:
+                    x = x + slopes[h] * (j - ctx)
+                if qq is not None and i < qq.shape[0]:
+                    r = j - ctx
+                    inside = (r >= 0) & (r < qq.shape[0])
+                    x = x + np.where(inside, qq[i, np.clip(r, 0, qq.shape[0] - 1)], 0.0)
+                if logits_soft_cap is not None:
+                    cap = np.float64(np.float32(logits_soft_cap))
+                    x = cap * np.tanh(x / cap)
+                m = x.max() if sinks is None else max(x.max(), sinks[h])
+                w = np.exp(x - m)
+                den = w.sum() + (0.0 if sinks is None else np.exp(sinks[h] - m))
+                out[t, h] = (w / den) @ vc[blocks, slots, g]
+    return out
+
+
+def random_unified(rng, bias=False, **kw):
+    """random_problem's mixed batch as a token-major K and V cache pair, every table row a
+    sequence (no num_seqs), with ALiBi slopes, a qq_bias and sinks when `bias`."""
+    x = random_problem(rng, spare_rows=0, sinks=bias, **kw)
+    kv = x["kv_pages"]
+    out = dict(queries=x["queries"], key_cache=np.ascontiguousarray(kv[:, :, 0::2]),
+               value_cache=np.ascontiguousarray(kv[:, :, 1::2]), kv_lens=x["context_lens"],
+               block_tables=x["block_tables"], query_start_loc=x["query_start_loc"])
+    if bias:
+        hq = x["queries"].shape[1]
+        out.update(alibi_slopes=rng.uniform(-0.3, 0.0, hq), qq_bias=rng.standard_normal((6, 6)),
+                   softmax_aux=x["softmax_aux"])
+    return out
