@@ -1,5 +1,11 @@
 """ragged_page_attention_v2, with ``ejkernel.modules.ragged_page_attention_v2``'s signature (mixed
 prefill and decode over a read-only paged KV cache, K and V interleaved)."""
+import sys
+
+# The seed's compute_dtype default (jnp.bfloat16) where JAX is loaded, without importing it for
+# a PyTorch-only process; the value is unused either way.
+_JNP = sys.modules.get("jax.numpy")
+_COMPUTE_DTYPE = _JNP.bfloat16 if _JNP is not None else "bfloat16"
 
 
 def _num_seqs(fw, num_seqs, like):
@@ -14,7 +20,7 @@ def _num_seqs(fw, num_seqs, like):
 
 
 def ragged_page_attention_v2(fw, queries, kv_pages, context_lens, block_tables, query_start_loc, num_seqs,
-                             softmax_aux=None, /, *, softmax_scale=None, logits_soft_cap=None, compute_dtype="bfloat16",
+                             softmax_aux=None, /, *, softmax_scale=None, logits_soft_cap=None, compute_dtype=_COMPUTE_DTYPE,
                              optimized=False, sliding_window=None, mask_value=None, vmem_limit_bytes=None, platform=None, cfg=None, mesh=None,
                              in_specs=None, out_specs=None):
     """Ragged paged attention over a read-only cache, as ``ejkernel.modules.ragged_page_attention_v2``.

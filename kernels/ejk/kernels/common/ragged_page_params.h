@@ -12,6 +12,13 @@
 //   visible: j <= its position (causal, bottom-right), j < n_kv, with a window W: j > pos - W
 //   out = sum_j exp(x_j) v_j / (sum_j exp(x_j) + exp(sink_h)) over the visible j (no sink term
 //   without softmax_aux); a query that sees nothing, or a token of no processed sequence, gets 0.
+//
+// Against the seed's XLA paths (ragged_page_attention_v2, prefill_page_attention,
+// unified_attention): scores, softmax and sums are f32 here for every input dtype, where the
+// seed's ragged_page_attention_v2 runs them in compute_dtype (bf16 by default); masked positions
+// are left out exactly, where the seed adds a large negative value (so a prefill query that sees
+// nothing averages every gathered value there and is 0 here); positions are never gathered
+// past what a query sees, so unused table entries may hold anything.
 #pragma once
 #include "ejk/kernels/common/base.h"
 
