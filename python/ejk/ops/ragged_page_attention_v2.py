@@ -20,9 +20,10 @@ def _num_seqs(fw, num_seqs, like):
 
 
 def ragged_page_attention_v2(fw, queries, kv_pages, context_lens, block_tables, query_start_loc, num_seqs,
-                             softmax_aux=None, /, *, softmax_scale=None, logits_soft_cap=None, compute_dtype=_COMPUTE_DTYPE,
-                             optimized=False, sliding_window=None, mask_value=None, vmem_limit_bytes=None, platform=None, cfg=None, mesh=None,
-                             in_specs=None, out_specs=None):
+                             softmax_aux=None, /, *, softmax_scale=None, logits_soft_cap=None,
+                             compute_dtype=_COMPUTE_DTYPE, optimized=False, sliding_window=None, mask_value=None,
+                             vmem_limit_bytes=None, platform=None, cfg=None, mesh=None, in_specs=None,
+                             out_specs=None):
     """Ragged paged attention over a read-only cache, as ``ejkernel.modules.ragged_page_attention_v2``.
 
     Sequence s < num_seqs owns query tokens [query_start_loc[s], query_start_loc[s + 1]) and its
