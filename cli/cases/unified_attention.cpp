@@ -1,0 +1,110 @@
+// `ejk run unified_attention`: a mixed batch over token-major paged K and V caches whose pages
+// are handed out shuffled (ALiBi slopes with --alibi): --decode sequences of one query token, then --prefill
+// sequences of --chunk tokens, contexts random in [q_len, --context] (the last at --context),
+// two spare table rows past num_seqs, GQA by --hq / --hkv, sinks with --sinks; the bytes moved
+// are the K and V rows read once per sequence, the queries and the outputs.
+#include <algorithm>
+#include <numeric>
+
+#include "op_case.h"
+#include "parse.h"
+
+namespace ejk::cli {
+namespace {
+
+class UnifiedCase final : public OpCase {
+ public:
+  const char* op() const override { return "unified_attention"; }
+
+  void add_options(CLI::App& cmd) override {
+    cmd.add_option("--decode", decode_, "Sequences with one query token")->capture_default_str();
+    cmd.add_option("--prefill", prefill_, "Sequences with --chunk query tokens")->capture_default_str();
+    cmd.add_option("--chunk", chunk_, "Query tokens of a prefill sequence")->capture_default_str();
+    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
+    cmd.add_option("--hkv", hkv_, "KV heads")->capture_default_str();
+    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
+    cmd.add_option("--page-size", ps_, "Positions per cache page")->capture_default_str();
+    cmd.add_option("--context", ctx_, "Longest context, at least --chunk")->capture_default_str();
+    cmd.add_option("--softcap", softcap_, "logits_soft_cap (default: none)");
+    cmd.add_option("--window", window_, "sliding_window (default: none)");
+    cmd.add_flag("--sinks", sinks_, "Pass softmax_aux (one sink per query head)");
+    cmd.add_flag("--alibi", alibi_, "Pass alibi_slopes (one per query head)");
+  }
+
+  std::vector<InputSpec> inputs(DType dtype) const override {
+    const int64_t n = seqs(), rows = n + kSpareRows, hq = size(hq_, "--hq"), hkv = size(hkv_, "--hkv");
+    const int64_t d = size(d_, "--d"), ps = page_size(), mb = (context() + ps - 1) / ps;
+    std::vector<InputSpec> in = {{"queries", {tokens(), hq, d}, dtype},
+                                 {"key_cache", {rows * mb + 3, ps, hkv, d}, dtype},
+                                 {"value_cache", {rows * mb + 3, ps, hkv, d}, dtype},
+                                 {"kv_lens", {rows}, DType::i32},
+                                 {"block_tables", {rows, mb}, DType::i32},
+                                 {"query_start_loc", {rows + 1}, DType::i32}};
+    if (sinks_) in.push_back({"softmax_aux", {hq}, DType::f32});
+    if (alibi_) in.push_back({"alibi_slopes", {hq}, DType::f32});
+    return in;
+  }
+
+  void scalars(HostCase& c) const override {
+    if (!softcap_.empty()) c.set("logits_soft_cap", parse_float(softcap_, "--softcap"));
+    if (!window_.empty()) c.set("sliding_window", size(window_, "--window"));
+  }
+
+  void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const override {
+    const int64_t n = seqs(), rows = n + kSpareRows;
+    if (name == "query_start_loc") {
+      auto* qs = t.data_as<int32_t>();
+      qs[0] = 0;
+      for (int64_t s = 0; s < rows; ++s) qs[s + 1] = qs[s] + int32_t(s < n ? q_len(s) : 0);
+    } else if (name == "kv_lens") {
+      auto* len = t.data_as<int32_t>();
+      for (int64_t s = 0; s < rows; ++s)
+        len[s] = s < n ? int32_t(std::uniform_int_distribution<int64_t>(q_len(s), context())(rng)) : 0;
+      if (n > 0) len[n - 1] = int32_t(context());
+    } else if (name == "block_tables") {
+      std::vector<int32_t> pages(size_t(t.numel()));
+      std::iota(pages.begin(), pages.end(), 0);
+      std::shuffle(pages.begin(), pages.end(), rng);
+      std::copy(pages.begin(), pages.end(), t.data_as<int32_t>());
+    } else {
+      OpCase::fill(name, t, rng);
+    }
+  }
+
+  Work work(const HostCase& c) const override {
+    const Tensor& q = *c.input("queries");
+    const Tensor& kv = *c.input("key_cache");
+    const Tensor& lens = *c.input("kv_lens");
+    const double esize = double(dtype_size(q.dtype()));
+    double positions = 0;
+    for (int64_t s = 0; s < seqs(); ++s) positions += double(lens.data_as<int32_t>()[s]);
+    const double row = 2 * double(kv.shape()[2] * kv.shape()[3]) * esize;  // one position: K and V, every kv head
+    return {0, positions * row + 2 * double(q.numel()) * esize};
+  }
+
+ private:
+  static constexpr int64_t kSpareRows = 2;
+  static int64_t size(const std::string& text, const char* option) {
+    return parse_int(text, option, 0, int64_t{1} << 40);
+  }
+  int64_t seqs() const { return size(decode_, "--decode") + size(prefill_, "--prefill"); }
+  int64_t q_len(int64_t s) const { return s < size(decode_, "--decode") ? 1 : size(chunk_, "--chunk"); }
+  int64_t tokens() const { return size(decode_, "--decode") + size(prefill_, "--prefill") * size(chunk_, "--chunk"); }
+  int64_t page_size() const { return std::max<int64_t>(1, size(ps_, "--page-size")); }
+  int64_t context() const { return std::max(size(ctx_, "--context"), std::max<int64_t>(1, size(chunk_, "--chunk"))); }
+  std::string decode_ = "3", prefill_ = "2", chunk_ = "37", hq_ = "8", hkv_ = "2", d_ = "128", ps_ = "16",
+              ctx_ = "300";
+  std::string softcap_, window_;
+  bool sinks_ = false, alibi_ = false;
+};
+
+}  // namespace
+
+OpCase* unified_attention_case() {
+  static UnifiedCase c;
+  return &c;
+}
+
+EJK_REGISTER_CASE(unified_attention_case);
+
+}  // namespace ejk::cli
