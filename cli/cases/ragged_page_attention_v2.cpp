@@ -1,5 +1,6 @@
-// `ejk run ragged_page_attention_v2`: a mixed batch over a paged K/V-interleaved cache whose
-// pages are handed out shuffled: --decode sequences of one query token, then --prefill
+// `ejk run ragged_page_attention_v2` and `ejk run unified_attention`: a mixed batch over a paged
+// cache (v2: K and V interleaved on the head axis; unified: token-major K and V caches, ALiBi
+// slopes with --alibi) whose pages are handed out shuffled: --decode sequences of one query token, then --prefill
 // sequences of --chunk tokens, contexts random in [q_len, --context] (the last at --context),
 // two spare table rows past num_seqs, GQA by --hq / --hkv, sinks with --sinks; the bytes moved
 // are the K and V rows read once per sequence, the queries and the outputs.
@@ -14,7 +15,8 @@ namespace {
 
 class RaggedPageCase final : public OpCase {
  public:
-  const char* op() const override { return "ragged_page_attention_v2"; }
+  explicit RaggedPageCase(bool unified) : unified_(unified) {}
+  const char* op() const override { return unified_ ? "unified_attention" : "ragged_page_attention_v2"; }
 
   void add_options(CLI::App& cmd) override {
     cmd.add_option("--decode", decode_, "Sequences with one query token")->capture_default_str();
@@ -28,18 +30,24 @@ class RaggedPageCase final : public OpCase {
     cmd.add_option("--softcap", softcap_, "logits_soft_cap (default: none)");
     cmd.add_option("--window", window_, "sliding_window (default: none)");
     cmd.add_flag("--sinks", sinks_, "Pass softmax_aux (one sink per query head)");
+    if (unified_) cmd.add_flag("--alibi", alibi_, "Pass alibi_slopes (one per query head)");
   }
 
   std::vector<InputSpec> inputs(DType dtype) const override {
     const int64_t n = seqs(), rows = n + kSpareRows, hq = size(hq_, "--hq"), hkv = size(hkv_, "--hkv");
     const int64_t d = size(d_, "--d"), ps = page_size(), mb = (context() + ps - 1) / ps;
-    std::vector<InputSpec> in = {{"queries", {tokens(), hq, d}, dtype},
-                                 {"kv_pages", {rows * mb + 3, ps, 2 * hkv, d}, dtype},
-                                 {"context_lens", {rows}, DType::i32},
-                                 {"block_tables", {rows, mb}, DType::i32},
-                                 {"query_start_loc", {rows + 1}, DType::i32},
-                                 {"num_seqs", {1}, DType::i32}};
+    const int64_t pages = rows * mb + 3;
+    std::vector<InputSpec> in = {{"queries", {tokens(), hq, d}, dtype}};
+    if (unified_)
+      in.insert(in.end(), {{"key_cache", {pages, ps, hkv, d}, dtype}, {"value_cache", {pages, ps, hkv, d}, dtype}});
+    else
+      in.push_back({"kv_pages", {pages, ps, 2 * hkv, d}, dtype});
+    in.insert(in.end(), {{lens_name(), {rows}, DType::i32},
+                         {"block_tables", {rows, mb}, DType::i32},
+                         {"query_start_loc", {rows + 1}, DType::i32}});
+    if (!unified_) in.push_back({"num_seqs", {1}, DType::i32});
     if (sinks_) in.push_back({"softmax_aux", {hq}, DType::f32});
+    if (alibi_) in.push_back({"alibi_slopes", {hq}, DType::f32});
     return in;
   }
 
@@ -56,7 +64,7 @@ class RaggedPageCase final : public OpCase {
       auto* qs = t.data_as<int32_t>();
       qs[0] = 0;
       for (int64_t s = 0; s < rows; ++s) qs[s + 1] = qs[s] + int32_t(s < n ? q_len(s) : 0);
-    } else if (name == "context_lens") {
+    } else if (name == lens_name()) {
       auto* len = t.data_as<int32_t>();
       for (int64_t s = 0; s < rows; ++s)
         len[s] = s < n ? int32_t(std::uniform_int_distribution<int64_t>(q_len(s), context())(rng)) : 0;
@@ -73,17 +81,19 @@ class RaggedPageCase final : public OpCase {
 
   Work work(const HostCase& c) const override {
     const Tensor& q = *c.input("queries");
-    const Tensor& kv = *c.input("kv_pages");
-    const Tensor& lens = *c.input("context_lens");
+    const Tensor& kv = *c.input(unified_ ? "key_cache" : "kv_pages");
+    const Tensor& lens = *c.input(lens_name());
     const double esize = double(dtype_size(q.dtype()));
     double positions = 0;
     for (int64_t s = 0; s < seqs(); ++s) positions += double(lens.data_as<int32_t>()[s]);
-    const double row = double(kv.shape()[2] * kv.shape()[3]) * esize;  // one position: K and V, every kv head
+    // One position: K and V of every kv head (the unified caches hold them in two tensors).
+    const double row = double((unified_ ? 2 : 1) * kv.shape()[2] * kv.shape()[3]) * esize;
     return {0, positions * row + 2 * double(q.numel()) * esize};
   }
 
  private:
   static constexpr int64_t kSpareRows = 2;
+  const char* lens_name() const { return unified_ ? "kv_lens" : "context_lens"; }
   static int64_t size(const std::string& text, const char* option) {
     return parse_int(text, option, 0, int64_t{1} << 40);
   }
@@ -95,16 +105,22 @@ class RaggedPageCase final : public OpCase {
   std::string decode_ = "3", prefill_ = "2", chunk_ = "37", hq_ = "8", hkv_ = "2", d_ = "128", ps_ = "16",
               ctx_ = "300";
   std::string softcap_, window_;
-  bool sinks_ = false;
+  bool unified_, sinks_ = false, alibi_ = false;
 };
 
 }  // namespace
 
 OpCase* ragged_page_attention_v2_case() {
-  static RaggedPageCase c;
+  static RaggedPageCase c(false);
+  return &c;
+}
+
+OpCase* unified_attention_case() {
+  static RaggedPageCase c(true);
   return &c;
 }
 
 EJK_REGISTER_CASE(ragged_page_attention_v2_case);
+EJK_REGISTER_CASE(unified_attention_case);
 
 }  // namespace ejk::cli
