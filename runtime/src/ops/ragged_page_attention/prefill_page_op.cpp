@@ -15,13 +15,12 @@
 namespace ejk::ops {
 namespace {
 
-class PrefillPageAttentionOp final : public engine::OpDef {
+class PrefillPageAttentionOp final : public RaggedPageFamilyOp {
  public:
   PrefillPageAttentionOp()
-      : OpDef("prefill_page"), query(tensor("query")), key_cache(tensor("key_cache")),
-        value_cache(tensor("value_cache")), context_len(tensor("context_len")), page_indices(tensor("page_indices")),
-        out(tensor("out")), softmax_scale(scalar("softmax_scale")), soft_cap(scalar("attn_logits_soft_cap")),
-        sliding_window(scalar("sliding_window")), sym_C(symbol("C")), sym_Hq(symbol("Hq")), sym_D(symbol("D")),
+      : RaggedPageFamilyOp("prefill_page", "attn_logits_soft_cap"), query(tensor("query")),
+        key_cache(tensor("key_cache")), value_cache(tensor("value_cache")), context_len(tensor("context_len")),
+        page_indices(tensor("page_indices")), out(tensor("out")), sym_C(symbol("C")), sym_Hq(symbol("Hq")), sym_D(symbol("D")),
         sym_Hkv(symbol("Hkv")), sym_P(symbol("P")), sym_PS(symbol("PS")), sym_MB(symbol("MB")) {}
 
   void check(const engine::Bound& b) const override {
@@ -53,7 +52,7 @@ class PrefillPageAttentionOp final : public engine::OpDef {
     }
   }
 
-  RaggedPageParams params(const engine::Bound& b) const {
+  RaggedPageParams params(const engine::Bound& b) const override {
     RaggedPageParams p{};
     p.q = b.data(query), p.k = b.data(key_cache), p.v = b.data(value_cache), p.out = b.data(out);
     p.context_lens = static_cast<const i32*>(b.data(context_len));
@@ -66,29 +65,17 @@ class PrefillPageAttentionOp final : public engine::OpDef {
     p.k_sh = b.stride(key_cache, 0), p.k_sp = b.stride(key_cache, 1), p.k_ss = b.stride(key_cache, 2);
     p.v_sh = b.stride(value_cache, 0), p.v_sp = b.stride(value_cache, 1), p.v_ss = b.stride(value_cache, 2);
     p.bt_ss = 0;  // page_indices is the sequence's one table row
-    p.scale = float(b.given(softmax_scale) ? b.f64(softmax_scale) : 1.0 / std::sqrt(double(p.head_dim)));
-    p.softcap = b.given(soft_cap) ? float(b.f64(soft_cap)) : 0.0f;
-    p.window = b.given(sliding_window) ? b.i64(sliding_window) : 0;
+    set_logits(p, b);
     return p;
   }
 
-  engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData&, void* params) const override {
-    static_assert(sizeof(RaggedPageParams) <= kParamBytes);
-    const RaggedPageParams& p = *new (params) RaggedPageParams(this->params(b));
-    return {p.q_heads == 0 ? 0 : p.tokens * p.kv_heads};
-  }
-
-  double flops(const engine::Bound& b) const override {
-    const RaggedPageParams p = params(b);
-    return 4.0 * double(p.head_dim) * double(p.q_heads) * double(p.tokens) * double(p.max_pages * p.page_size);
-  }
+  double flops(const engine::Bound& b) const override { return capacity_flops(params(b)); }
 
   void reference(const engine::Bound& b, double* const* outputs) const override {
     ragged_page_reference(params(b), b.tensor(query), b.tensor(key_cache), b.tensor(value_cache), 0, outputs[out]);
   }
 
   const int query, key_cache, value_cache, context_len, page_indices, out;
-  const int softmax_scale, soft_cap, sliding_window;
   const int sym_C, sym_Hq, sym_D, sym_Hkv, sym_P, sym_PS, sym_MB;
 };
 

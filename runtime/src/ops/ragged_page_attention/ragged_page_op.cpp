@@ -12,12 +12,31 @@
 
 namespace ejk::ops {
 
+RaggedPageFamilyOp::RaggedPageFamilyOp(const char* kernel, const char* soft_cap_name)
+    : OpDef(kernel), softmax_scale(scalar("softmax_scale")), soft_cap(scalar(soft_cap_name)),
+      sliding_window(scalar("sliding_window")) {}
+
+engine::CpuWork RaggedPageFamilyOp::cpu_prepare(const engine::Bound& b, const engine::PlanData&, void* params) const {
+  static_assert(sizeof(RaggedPageParams) <= kParamBytes);
+  const RaggedPageParams& p = *new (params) RaggedPageParams(this->params(b));
+  return {p.q_heads == 0 ? 0 : p.tokens * p.kv_heads};
+}
+
+void RaggedPageFamilyOp::set_logits(RaggedPageParams& p, const engine::Bound& b) const {
+  p.scale = float(b.given(softmax_scale) ? b.f64(softmax_scale) : 1.0 / std::sqrt(double(p.head_dim)));
+  p.softcap = b.given(soft_cap) ? float(b.f64(soft_cap)) : 0.0f;
+  p.window = b.given(sliding_window) ? b.i64(sliding_window) : 0;
+}
+
+double RaggedPageFamilyOp::capacity_flops(const RaggedPageParams& p) {
+  return 4.0 * double(p.head_dim) * double(p.q_heads) * double(p.tokens) * double(p.max_pages * p.page_size);
+}
+
 RaggedPageAttentionOp::RaggedPageAttentionOp()
-    : OpDef("ragged_page"), queries(tensor("queries")), kv_pages(tensor("kv_pages")),
+    : RaggedPageFamilyOp("ragged_page", "logits_soft_cap"), queries(tensor("queries")), kv_pages(tensor("kv_pages")),
       context_lens(tensor("context_lens")), block_tables(tensor("block_tables")),
       query_start_loc(tensor("query_start_loc")), num_seqs(tensor("num_seqs")), softmax_aux(tensor("softmax_aux")),
-      out(tensor("out")), softmax_scale(scalar("softmax_scale")), soft_cap(scalar("logits_soft_cap")),
-      sliding_window(scalar("sliding_window")), sym_T(symbol("T")), sym_Hq(symbol("Hq")), sym_D(symbol("D")),
+      out(tensor("out")), sym_T(symbol("T")), sym_Hq(symbol("Hq")), sym_D(symbol("D")),
       sym_P(symbol("P")), sym_PS(symbol("PS")), sym_H2(symbol("H2")), sym_S(symbol("S")), sym_MB(symbol("MB")) {}
 
 void RaggedPageAttentionOp::check(const engine::Bound& b) const {
@@ -105,17 +124,8 @@ RaggedPageParams RaggedPageAttentionOp::params(const engine::Bound& b) const {
   const size_t esize = dtype_size(b.tensor(kv_pages).dtype);
   p.v = p.k == nullptr ? nullptr : static_cast<const char*>(p.k) + row * int64_t(esize);
   p.bt_ss = b.stride(block_tables, 0);
-  p.scale = float(b.given(softmax_scale) ? b.f64(softmax_scale) : 1.0 / std::sqrt(double(p.head_dim)));
-  p.softcap = b.given(soft_cap) ? float(b.f64(soft_cap)) : 0.0f;
-  p.window = b.given(sliding_window) ? b.i64(sliding_window) : 0;
+  set_logits(p, b);
   return p;
-}
-
-engine::CpuWork RaggedPageAttentionOp::cpu_prepare(const engine::Bound& b, const engine::PlanData&,
-                                                   void* params) const {
-  static_assert(sizeof(RaggedPageParams) <= kParamBytes);
-  const RaggedPageParams& p = *new (params) RaggedPageParams(this->params(b));
-  return {p.q_heads == 0 ? 0 : p.tokens * p.kv_heads};
 }
 
 double RaggedPageAttentionOp::flops(const engine::Bound& b) const {

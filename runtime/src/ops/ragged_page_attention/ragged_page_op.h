@@ -10,20 +10,35 @@
 
 namespace ejk::ops {
 
-class RaggedPageAttentionOp final : public engine::OpDef {
+// What the family's ops share once each has made its RaggedPageParams from its own tensors: the
+// CPU tasks (one per token and kv head) and the logit scalars.
+class RaggedPageFamilyOp : public engine::OpDef {
+ public:
+  engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+  virtual RaggedPageParams params(const engine::Bound& b) const = 0;
+
+ protected:
+  RaggedPageFamilyOp(const char* kernel, const char* soft_cap_name);
+  // softmax_scale (default 1/sqrt(D)), the soft cap and sliding_window into p.
+  void set_logits(RaggedPageParams& p, const engine::Bound& b) const;
+  // 4 D per (query head, position) when every token counts as seeing the tables' capacity.
+  static double capacity_flops(const RaggedPageParams& p);
+
+  const int softmax_scale, soft_cap, sliding_window;
+};
+
+class RaggedPageAttentionOp final : public RaggedPageFamilyOp {
  public:
   RaggedPageAttentionOp();
 
   void check(const engine::Bound& b) const override;
-  engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
   double flops(const engine::Bound& b) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
-  RaggedPageParams params(const engine::Bound& b) const;
+  RaggedPageParams params(const engine::Bound& b) const override;
 
   // Spec indices, resolved once.
   const int queries, kv_pages, context_lens, block_tables, query_start_loc, num_seqs, softmax_aux, out;
-  const int softmax_scale, soft_cap, sliding_window;
   const int sym_T, sym_Hq, sym_D, sym_P, sym_PS, sym_H2, sym_S, sym_MB;
 
  private:

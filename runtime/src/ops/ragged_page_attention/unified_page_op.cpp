@@ -15,14 +15,14 @@
 namespace ejk::ops {
 namespace {
 
-class UnifiedAttentionOp final : public engine::OpDef {
+class UnifiedAttentionOp final : public RaggedPageFamilyOp {
  public:
   UnifiedAttentionOp()
-      : OpDef("unified_page"), queries(tensor("queries")), key_cache(tensor("key_cache")),
+      : RaggedPageFamilyOp("unified_page", "logits_soft_cap"), queries(tensor("queries")),
+        key_cache(tensor("key_cache")),
         value_cache(tensor("value_cache")), kv_lens(tensor("kv_lens")), block_tables(tensor("block_tables")),
         query_start_loc(tensor("query_start_loc")), alibi_slopes(tensor("alibi_slopes")), qq_bias(tensor("qq_bias")),
-        softmax_aux(tensor("softmax_aux")), out(tensor("out")), softmax_scale(scalar("softmax_scale")),
-        soft_cap(scalar("logits_soft_cap")), sliding_window(scalar("sliding_window")), sym_T(symbol("T")),
+        softmax_aux(tensor("softmax_aux")), out(tensor("out")), sym_T(symbol("T")),
         sym_Hq(symbol("Hq")), sym_D(symbol("D")), sym_NB(symbol("NB")), sym_BS(symbol("BS")), sym_Hkv(symbol("Hkv")),
         sym_S(symbol("S")), sym_MB(symbol("MB")) {}
 
@@ -45,7 +45,7 @@ class UnifiedAttentionOp final : public engine::OpDef {
     check_ragged_metadata(name(), z, b.tensor(query_start_loc), b.tensor(kv_lens), b.tensor(block_tables));
   }
 
-  RaggedPageParams params(const engine::Bound& b) const {
+  RaggedPageParams params(const engine::Bound& b) const override {
     RaggedPageParams p{};
     p.q = b.data(queries), p.k = b.data(key_cache), p.v = b.data(value_cache), p.out = b.data(out);
     p.context_lens = static_cast<const i32*>(b.data(kv_lens));
@@ -63,22 +63,11 @@ class UnifiedAttentionOp final : public engine::OpDef {
     p.k_sp = b.stride(key_cache, 0), p.k_ss = b.stride(key_cache, 1), p.k_sh = b.stride(key_cache, 2);
     p.v_sp = b.stride(value_cache, 0), p.v_ss = b.stride(value_cache, 1), p.v_sh = b.stride(value_cache, 2);
     p.bt_ss = b.stride(block_tables, 0);
-    p.scale = float(b.given(softmax_scale) ? b.f64(softmax_scale) : 1.0 / std::sqrt(double(p.head_dim)));
-    p.softcap = b.given(soft_cap) ? float(b.f64(soft_cap)) : 0.0f;
-    p.window = b.given(sliding_window) ? b.i64(sliding_window) : 0;
+    set_logits(p, b);
     return p;
   }
 
-  engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData&, void* params) const override {
-    static_assert(sizeof(RaggedPageParams) <= kParamBytes);
-    const RaggedPageParams& p = *new (params) RaggedPageParams(this->params(b));
-    return {p.q_heads == 0 ? 0 : p.tokens * p.kv_heads};
-  }
-
-  double flops(const engine::Bound& b) const override {
-    const RaggedPageParams p = params(b);
-    return 4.0 * double(p.head_dim) * double(p.q_heads) * double(p.tokens) * double(p.max_pages * p.page_size);
-  }
+  double flops(const engine::Bound& b) const override { return capacity_flops(params(b)); }
 
   void reference(const engine::Bound& b, double* const* outputs) const override {
     ragged_page_reference(params(b), b.tensor(queries), b.tensor(key_cache), b.tensor(value_cache), 0, outputs[out]);
@@ -86,7 +75,6 @@ class UnifiedAttentionOp final : public engine::OpDef {
 
   const int queries, key_cache, value_cache, kv_lens, block_tables, query_start_loc, alibi_slopes, qq_bias,
       softmax_aux, out;
-  const int softmax_scale, soft_cap, sliding_window;
   const int sym_T, sym_Hq, sym_D, sym_NB, sym_BS, sym_Hkv, sym_S, sym_MB;
 };
 
