@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 
+#include <unistd.h>
+
 #include "ejk/core/error.h"
 #include "op_case.h"
 #include "parse.h"
@@ -22,6 +24,22 @@ std::string given_sizes(const RunOptions& o) {
   for (const CLI::Option* opt : o.problem)
     if (opt->count() > 0) out += fmt::format("{}{} {}", out.empty() ? "" : " ", opt->get_name(), opt->as<std::string>());
   return out;
+}
+
+// Inputs past a quarter of the host's memory are refused before any is made: the case's random
+// fill, the outputs and the float64 reference of --check need several times their bytes.
+void check_host_memory(const std::vector<InputSpec>& specs, const RunOptions& o) {
+  double bytes = 0;
+  for (const InputSpec& s : specs) {
+    double n = double(dtype_size(s.dtype));
+    for (int64_t d : s.shape) n *= double(d);
+    bytes += n;
+  }
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && bytes > memory / 4)
+    throw InvalidArgument(fmt::format("the problem's sizes ({}) are too large: its inputs take {:.1f} GiB, more than "
+                                      "a quarter of this machine's {:.1f} GiB of memory",
+                                      given_sizes(o), bytes / double(1 << 30), memory / double(1 << 30)));
 }
 
 }  // namespace
@@ -130,6 +148,7 @@ HostCase make_case(OpCase& oc, const RunOptions& o, Backend backend, Device& dev
     if (what.find("overflow") == std::string::npos && what.find("spans more than") == std::string::npos) throw;
     throw InvalidArgument(fmt::format("the problem's sizes ({}) are too large: {}", given_sizes(o), what));
   }
+  check_host_memory(specs, o);
   std::mt19937_64 rng(c.seed);
   for (const InputSpec& s : specs) {
     Tensor t = Tensor::empty(s.shape, s.dtype);

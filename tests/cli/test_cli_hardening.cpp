@@ -196,6 +196,13 @@ TEST_CASE("mean_pooling --b 0 --varlen with tokens is refused, not a crash", "[c
   CHECK(empty.status == 0);
 }
 
+TEST_CASE("a problem whose inputs exceed the host's memory is refused before any is made", "[cli][harden]") {
+  // 2^31 group sizes: 8 GiB of i32 and a sort of as many cuts, once a 60 s hang.
+  expect_error("run grouped_matmul --m 130 --k 96 --n 72 --groups 5 --total-groups 2147483648 --iters 1",
+               "--total-groups 2147483648");
+  expect_error("run mean_pooling --b 65536 --t 65536 --d 4096 --iters 1", "of this machine's");
+}
+
 TEST_CASE("user patterns match in linear time with bounded nesting", "[cli][harden][pattern]") {
   const std::string nested = std::string(20000, '(') + "mean" + std::string(20000, ')');
   TempDir d("pattern");
