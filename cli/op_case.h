@@ -2,8 +2,6 @@
 // random inputs, and the work of one call (FLOPs or bytes). Everything else (devices, timing,
 // the float64 check, --save/--load, JSON) is generic (run_cmd.cpp).
 #pragma once
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <random>
 #include <string>
@@ -24,12 +22,25 @@ struct Work {
   double bytes = 0;  // else as GB/s
 };
 
+// The options a case adds to its `ejk run OP` subcommand. Values stay text, parsed strictly by the
+// case (parse.h); the CLI's parser is behind this interface, so no case compiles CLI11.
+class CaseOptions {
+ public:
+  // --name TEXT; the value's current text is its default.
+  virtual void add_option(const std::string& name, std::string& value, const std::string& doc) = 0;
+  // --name, a flag without a value.
+  virtual void add_flag(const std::string& name, bool& value, const std::string& doc) = 0;
+
+ protected:
+  ~CaseOptions() = default;
+};
+
 class OpCase {
  public:
   virtual ~OpCase() = default;
   virtual const char* op() const = 0;
   // The problem's options (sizes and features) on the op's `ejk run` subcommand.
-  virtual void add_options(CLI::App& cmd) = 0;
+  virtual void add_options(CaseOptions& cmd) = 0;
   // The input tensors of the problem the options describe (validated before any allocation),
   // and its scalars.
   virtual std::vector<InputSpec> inputs(DType dtype) const = 0;

@@ -1,6 +1,7 @@
 // What `ejk run` and `ejk tune` share (run_cmd.h) but timing: the case's options, making the
 // problem, placing it on the device, comparing outputs with the reference. In the support
 // library, so the op tests make their problems with the CLI's code.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -174,8 +175,28 @@ DeviceProblem on_device(const std::string& op, const HostCase& c, Device device,
   return p;
 }
 
+namespace {
+
+// A case's options on a CLI11 subcommand, each value's text shown as its default.
+class CliCaseOptions final : public CaseOptions {
+ public:
+  explicit CliCaseOptions(CLI::App& app) : app_(app) {}
+  void add_option(const std::string& name, std::string& value, const std::string& doc) override {
+    app_.add_option(name, value, doc)->capture_default_str();
+  }
+  void add_flag(const std::string& name, bool& value, const std::string& doc) override {
+    app_.add_flag(name, value, doc);
+  }
+
+ private:
+  CLI::App& app_;
+};
+
+}  // namespace
+
 void add_case_options(CLI::App* cmd, OpCase& oc, const std::shared_ptr<RunOptions>& o) {
-  oc.add_options(*cmd);
+  CliCaseOptions options(*cmd);
+  oc.add_options(options);
   for (const CLI::Option* opt : cmd->get_options())
     if (opt->get_expected_max() > 0) o->problem.push_back(opt);
   cmd->add_option("--dtype", o->dtype, "Element type (the op's dtype axis)")->capture_default_str();
@@ -196,6 +217,22 @@ void add_case_options(CLI::App* cmd, OpCase& oc, const std::shared_ptr<RunOption
   // A flag takes no value: CLI11 would read --causal=2 as true and --causal=no as false.
   for (CLI::Option* opt : cmd->get_options())
     if (opt->get_expected_max() == 0) opt->disable_flag_override();
+}
+
+std::shared_ptr<RunOptions> ProblemParser::parse(const std::vector<std::string>& words) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App app;
+  add_case_options(&app, oc_, o);
+  const bool first = defaults_.empty();
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_name() == "--help") continue;
+    if (first) defaults_[opt->get_name()] = opt->get_expected_max() == 0 ? "false" : opt->get_default_str();
+    opt->default_str(defaults_[opt->get_name()]);
+    opt->force_callback();
+  }
+  std::vector<std::string> args(words.rbegin(), words.rend());  // CLI11 takes them last first
+  app.parse(args);
+  return o;
 }
 
 }  // namespace ejk::cli

@@ -1,8 +1,6 @@
 // What `ejk run` and `ejk tune` share: the options of an op's problem, making the problem (random
 // or --load'ed), placing it on the device, and timing calls of it.
 #pragma once
-#include <CLI/CLI.hpp>
-
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +11,11 @@
 #include "ejk/tensor.h"
 #include "host_case.h"
 #include "op_case.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace ejk::cli {
 
@@ -26,6 +29,18 @@ struct RunOptions {
 // The case's problem options, and those of every run: --dtype, --backend, --iters, --seed,
 // --check, --json, --save, --load, and one per tuning axis (--block-q ...).
 void add_case_options(CLI::App* cmd, OpCase& oc, const std::shared_ptr<RunOptions>& o);
+
+// Parses `ejk run OP` option words outside the CLI (the tests' problem lines). Each parse starts
+// from the case's defaults, so an option a line does not name keeps no earlier line's value.
+class ProblemParser {
+ public:
+  explicit ProblemParser(OpCase& oc) : oc_(oc) {}
+  std::shared_ptr<RunOptions> parse(const std::vector<std::string>& words);
+
+ private:
+  OpCase& oc_;
+  std::map<std::string, std::string> defaults_;  // read at the first parse, flags as "false"
+};
 
 // One output against the float64 reference.
 struct OutputError {

@@ -17,13 +17,13 @@ class FlashAttentionBackwardCase final : public OpCase {
  public:
   const char* op() const override { return "flash_attention_backward"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)")->capture_default_str();
-    cmd.add_option("--sq", sq_, "Query length (varlen: packed total)")->capture_default_str();
-    cmd.add_option("--sk", sk_, "Key length (varlen: packed total)")->capture_default_str();
-    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
-    cmd.add_option("--hkv", hkv_, "Key/value heads (divides hq)")->capture_default_str();
-    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)");
+    cmd.add_option("--sq", sq_, "Query length (varlen: packed total)");
+    cmd.add_option("--sk", sk_, "Key length (varlen: packed total)");
+    cmd.add_option("--hq", hq_, "Query heads");
+    cmd.add_option("--hkv", hkv_, "Key/value heads (divides hq)");
+    cmd.add_option("--d", d_, "Head dim");
     cmd.add_flag("--causal", causal_, "Causal mask (top-left aligned)");
     cmd.add_option("--window", window_, "Sliding window: W or L,R");
     cmd.add_option("--softcap", softcap_, "Logit soft cap C > 0: C*tanh(s/C)");

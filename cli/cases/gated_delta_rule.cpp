@@ -25,12 +25,12 @@ class DeltaCase final : public OpCase {
   explicit DeltaCase(bool backward) : backward_(backward) {}
   const char* op() const override { return backward_ ? "gated_delta_rule_backward" : "gated_delta_rule"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--b", b_, "Batch")->capture_default_str();
-    cmd.add_option("--t", t_, "Tokens per sequence")->capture_default_str();
-    cmd.add_option("--h", h_, "Heads")->capture_default_str();
-    cmd.add_option("--k", k_, "Key dim K")->capture_default_str();
-    cmd.add_option("--v", v_, "Value dim V")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--b", b_, "Batch");
+    cmd.add_option("--t", t_, "Tokens per sequence");
+    cmd.add_option("--h", h_, "Heads");
+    cmd.add_option("--k", k_, "Key dim K");
+    cmd.add_option("--v", v_, "Value dim V");
     cmd.add_flag("--no-decay", no_decay_, "No decay (the plain delta rule)");
     cmd.add_flag("--segments", segments_, "Segment ids: runs of random lengths per row");
     cmd.add_flag("--init", init_, "An initial state");

@@ -14,14 +14,14 @@ class GroupedMatmulCase final : public OpCase {
   explicit GroupedMatmulCase(bool backward) : backward_(backward) {}
   const char* op() const override { return backward_ ? "grouped_matmul_backward" : "grouped_matmul"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--m", m_, "Rows of lhs")->capture_default_str();
-    cmd.add_option("--k", k_, "Inner dim K")->capture_default_str();
-    cmd.add_option("--n", n_, "Output columns N")->capture_default_str();
-    cmd.add_option("--groups", g_, "Computed groups G (rhs's)")->capture_default_str();
-    cmd.add_option("--total-groups", gs_, "Groups in group_sizes, GS >= G (0: G)")->capture_default_str();
-    cmd.add_option("--offset", offset_, "group_offset, in [0, GS - G] (-1: not given)")->capture_default_str();
-    cmd.add_option("--rows", rows_, "Rows the group sizes sum to, at most m (-1: m)")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--m", m_, "Rows of lhs");
+    cmd.add_option("--k", k_, "Inner dim K");
+    cmd.add_option("--n", n_, "Output columns N");
+    cmd.add_option("--groups", g_, "Computed groups G (rhs's)");
+    cmd.add_option("--total-groups", gs_, "Groups in group_sizes, GS >= G (0: G)");
+    cmd.add_option("--offset", offset_, "group_offset, in [0, GS - G] (-1: not given)");
+    cmd.add_option("--rows", rows_, "Rows the group sizes sum to, at most m (-1: m)");
     cmd.add_flag("--transpose", transpose_, "Weights stored transposed: rhs_t [G, N, K]");
     if (!backward_) cmd.add_flag("--existing", existing_, "An existing_out to add");
   }

@@ -35,10 +35,10 @@ class MeanPoolingCase final : public OpCase {
   explicit MeanPoolingCase(bool backward) : backward_(backward) {}
   const char* op() const override { return backward_ ? "mean_pooling_backward" : "mean_pooling"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)")->capture_default_str();
-    cmd.add_option("--t", t_, "Tokens per sequence (varlen: packed total)")->capture_default_str();
-    cmd.add_option("--d", d_, "Columns")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)");
+    cmd.add_option("--t", t_, "Tokens per sequence (varlen: packed total)");
+    cmd.add_option("--d", d_, "Columns");
     cmd.add_flag("--varlen", varlen_, "Packed sequences of random lengths, some empty, with cu_seqlens");
   }
 

@@ -13,10 +13,10 @@ class MergeAttentionStatesCase final : public OpCase {
  public:
   const char* op() const override { return "merge_attention_states"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--t", t_, "Tokens (queries)")->capture_default_str();
-    cmd.add_option("--h", h_, "Heads")->capture_default_str();
-    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--t", t_, "Tokens (queries)");
+    cmd.add_option("--h", h_, "Heads");
+    cmd.add_option("--d", d_, "Head dim");
     cmd.add_option("--batch", batch_, "A leading batch dim of this size (default: none)");
   }
 

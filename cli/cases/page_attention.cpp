@@ -15,14 +15,13 @@ class PageAttentionCase final : public OpCase {
  public:
   const char* op() const override { return "page_attention"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--s", s_, "Sequences (one query token each)")->capture_default_str();
-    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
-    cmd.add_option("--hkv", hkv_, "KV heads")->capture_default_str();
-    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
-    cmd.add_option("--block-size", bs_, "Positions per cache block")->capture_default_str();
-    cmd.add_option("--context", ctx_, "Longest context (the tables hold ceil(context / block size) blocks)")
-        ->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--s", s_, "Sequences (one query token each)");
+    cmd.add_option("--hq", hq_, "Query heads");
+    cmd.add_option("--hkv", hkv_, "KV heads");
+    cmd.add_option("--d", d_, "Head dim");
+    cmd.add_option("--block-size", bs_, "Positions per cache block");
+    cmd.add_option("--context", ctx_, "Longest context (the tables hold ceil(context / block size) blocks)");
     cmd.add_option("--softcap", softcap_, "attn_logits_soft_cap (default: none)");
     cmd.add_option("--window", window_, "sliding_window (default: none)");
     cmd.add_option("--splits", splits_, "num_splits (default 0: the heuristic's)");

@@ -16,13 +16,13 @@ class PrefillPageCase final : public OpCase {
  public:
   const char* op() const override { return "prefill_page_attention"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--chunk", chunk_, "Query tokens of the chunk")->capture_default_str();
-    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
-    cmd.add_option("--hkv", hkv_, "KV heads")->capture_default_str();
-    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
-    cmd.add_option("--page-size", ps_, "Positions per cache page")->capture_default_str();
-    cmd.add_option("--context", ctx_, "Context length, the chunk included (at least --chunk)")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--chunk", chunk_, "Query tokens of the chunk");
+    cmd.add_option("--hq", hq_, "Query heads");
+    cmd.add_option("--hkv", hkv_, "KV heads");
+    cmd.add_option("--d", d_, "Head dim");
+    cmd.add_option("--page-size", ps_, "Positions per cache page");
+    cmd.add_option("--context", ctx_, "Context length, the chunk included (at least --chunk)");
     cmd.add_option("--softcap", softcap_, "attn_logits_soft_cap (default: none)");
     cmd.add_option("--window", window_, "sliding_window (default: none)");
   }

@@ -18,15 +18,15 @@ class RaggedPageCase final : public OpCase {
   explicit RaggedPageCase(bool unified) : unified_(unified) {}
   const char* op() const override { return unified_ ? "unified_attention" : "ragged_page_attention_v2"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--decode", decode_, "Sequences with one query token")->capture_default_str();
-    cmd.add_option("--prefill", prefill_, "Sequences with --chunk query tokens")->capture_default_str();
-    cmd.add_option("--chunk", chunk_, "Query tokens of a prefill sequence")->capture_default_str();
-    cmd.add_option("--hq", hq_, "Query heads")->capture_default_str();
-    cmd.add_option("--hkv", hkv_, "KV heads")->capture_default_str();
-    cmd.add_option("--d", d_, "Head dim")->capture_default_str();
-    cmd.add_option("--page-size", ps_, "Positions per cache page")->capture_default_str();
-    cmd.add_option("--context", ctx_, "Longest context, at least --chunk")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--decode", decode_, "Sequences with one query token");
+    cmd.add_option("--prefill", prefill_, "Sequences with --chunk query tokens");
+    cmd.add_option("--chunk", chunk_, "Query tokens of a prefill sequence");
+    cmd.add_option("--hq", hq_, "Query heads");
+    cmd.add_option("--hkv", hkv_, "KV heads");
+    cmd.add_option("--d", d_, "Head dim");
+    cmd.add_option("--page-size", ps_, "Positions per cache page");
+    cmd.add_option("--context", ctx_, "Longest context, at least --chunk");
     cmd.add_option("--softcap", softcap_, "logits_soft_cap (default: none)");
     cmd.add_option("--window", window_, "sliding_window (default: none)");
     cmd.add_flag("--sinks", sinks_, "Pass softmax_aux (one sink per query head)");

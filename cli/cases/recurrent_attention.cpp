@@ -33,13 +33,13 @@ class RecurrentCase final : public OpCase {
   explicit RecurrentCase(bool backward) : backward_(backward) {}
   const char* op() const override { return backward_ ? "recurrent_attention_backward" : "recurrent_attention"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)")->capture_default_str();
-    cmd.add_option("--t", t_, "Tokens per sequence (varlen: packed total)")->capture_default_str();
-    cmd.add_option("--h", h_, "Heads")->capture_default_str();
-    cmd.add_option("--k", k_, "Key dim K")->capture_default_str();
-    cmd.add_option("--v", v_, "Value dim V")->capture_default_str();
-    cmd.add_option("--gates", gates_, "Gates given, comma-separated: g, g_gamma, gk, gv (or none)")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--b", b_, "Batch (varlen: number of sequences)");
+    cmd.add_option("--t", t_, "Tokens per sequence (varlen: packed total)");
+    cmd.add_option("--h", h_, "Heads");
+    cmd.add_option("--k", k_, "Key dim K");
+    cmd.add_option("--v", v_, "Value dim V");
+    cmd.add_option("--gates", gates_, "Gates given, comma-separated: g, g_gamma, gk, gv (or none)");
     cmd.add_flag("--init", init_, "An initial state");
     cmd.add_flag("--reverse", reverse_, "Walk the sequences from their last token");
     cmd.add_flag("--varlen", varlen_, "Packed sequences of random lengths with cu_seqlens");

@@ -22,11 +22,11 @@ class Ssm1Case final : public OpCase {
   explicit Ssm1Case(bool backward) : backward_(backward) {}
   const char* op() const override { return backward_ ? "state_space_v1_backward" : "state_space_v1"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--b", b_, "Batch")->capture_default_str();
-    cmd.add_option("--s", s_, "Tokens per sequence")->capture_default_str();
-    cmd.add_option("--d", d_, "Channels (intermediate size)")->capture_default_str();
-    cmd.add_option("--n", n_, "State size per channel")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--b", b_, "Batch");
+    cmd.add_option("--s", s_, "Tokens per sequence");
+    cmd.add_option("--d", d_, "Channels (intermediate size)");
+    cmd.add_option("--n", n_, "State size per channel");
     cmd.add_flag("--gate", gate_, "A gate (y times silu(gate))");
     cmd.add_flag("--init", init_, "An initial state");
     if (backward_) cmd.add_flag("--dht", dht_, "A gradient of the final state");

@@ -16,13 +16,13 @@ class Ssm2Case final : public OpCase {
   explicit Ssm2Case(bool backward) : backward_(backward) {}
   const char* op() const override { return backward_ ? "state_space_v2_backward" : "state_space_v2"; }
 
-  void add_options(CLI::App& cmd) override {
-    cmd.add_option("--b", b_, "Batch")->capture_default_str();
-    cmd.add_option("--s", s_, "Tokens per sequence")->capture_default_str();
-    cmd.add_option("--h", h_, "Heads")->capture_default_str();
-    cmd.add_option("--p", p_, "Head dim P")->capture_default_str();
-    cmd.add_option("--g", g_, "Groups of B and C (dividing the heads)")->capture_default_str();
-    cmd.add_option("--n", n_, "State size N")->capture_default_str();
+  void add_options(CaseOptions& cmd) override {
+    cmd.add_option("--b", b_, "Batch");
+    cmd.add_option("--s", s_, "Tokens per sequence");
+    cmd.add_option("--h", h_, "Heads");
+    cmd.add_option("--p", p_, "Head dim P");
+    cmd.add_option("--g", g_, "Groups of B and C (dividing the heads)");
+    cmd.add_option("--n", n_, "State size N");
     cmd.add_flag("--init", init_, "An initial state");
     if (backward_) cmd.add_flag("--dht", dht_, "A gradient of the final state");
   }

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <sstream>
 
@@ -122,36 +121,6 @@ std::vector<std::string> problem_lines(const std::string& op) {
   return lines;
 }
 
-// Parses one problem line into the case's options. Options it does not name return to their
-// defaults first (the case object keeps the previous line's values otherwise): the defaults are
-// read once, before any line is parsed; flags start off.
-class ProblemParser {
- public:
-  explicit ProblemParser(cli::OpCase& oc) : oc_(oc) {}
-  std::shared_ptr<cli::RunOptions> parse(const std::string& line) {
-    auto o = std::make_shared<cli::RunOptions>();
-    CLI::App app;
-    cli::add_case_options(&app, oc_, o);
-    const bool first = defaults_.empty();
-    for (CLI::Option* opt : app.get_options()) {
-      if (opt->get_name() == "--help") continue;
-      if (first) defaults_[opt->get_name()] = opt->get_expected_max() == 0 ? "false" : opt->get_default_str();
-      opt->default_str(defaults_[opt->get_name()]);
-      opt->force_callback();
-    }
-    std::vector<std::string> args;
-    std::istringstream words(line);
-    for (std::string w; words >> w;) args.push_back(w);
-    std::reverse(args.begin(), args.end());
-    app.parse(args);
-    return o;
-  }
-
- private:
-  cli::OpCase& oc_;
-  std::map<std::string, std::string> defaults_;
-};
-
 std::vector<Device> devices() {
   std::vector<Device> d{Device{}};
   if (backend_available(Backend::cuda)) d.push_back(Device{DeviceKind::cuda, 0});
@@ -233,13 +202,16 @@ std::vector<std::string> dtypes_of(const OpInfo& info) {
 void check_op(cli::OpCase& oc) {
   const std::string op = oc.op();
   const OpInfo info = describe_op(op);
-  ProblemParser parser(oc);
+  cli::ProblemParser parser(oc);
   int runs = 0, refusals = 0;
   for (const std::string& line : problem_lines(op))
     for (const std::string& dtype : dtypes_of(info)) {
       const std::string problem = line + " --dtype " + dtype;
       INFO("ejk run " << op << " " << problem);
-      auto o = parser.parse(problem);
+      std::vector<std::string> words;
+      std::istringstream split(problem);
+      for (std::string w; split >> w;) words.push_back(w);
+      auto o = parser.parse(words);
       Device host{};
       std::string fallback;
       cli::HostCase c;

@@ -13,6 +13,7 @@
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "op_case.h"
+#include "run_cmd.h"
 #include "recurrent_problem.h"  // buffers, poisoning and comparison
 
 using namespace ejk;
@@ -301,10 +302,7 @@ TEST_CASE("the CLI cases of the gated delta rule make problems that check", "[de
     REQUIRE(oc != nullptr);
     for (std::vector<std::string> opts : option_sets) {
       if (backward) opts.push_back("--dht");
-      CLI::App app;
-      oc->add_options(app);
-      std::reverse(opts.begin(), opts.end());
-      app.parse(opts);
+      cli::ProblemParser(*oc).parse(opts);
       cli::HostCase hc;
       hc.op = oc->op();
       std::mt19937_64 rng(17);

@@ -20,6 +20,7 @@
 #include "ejk/op.h"
 #include "host_case.h"
 #include "op_case.h"
+#include "run_cmd.h"
 
 using namespace ejk;
 using Catch::Matchers::ContainsSubstring;
@@ -289,10 +290,7 @@ TEST_CASE("the CLI cases of grouped matmul make problems that check", "[grouped_
              {"--m", "90", "--k", "20", "--n", "30", "--groups", "3", "--transpose"},
              {"--m", "50", "--k", "8", "--n", "9", "--groups", "2", "--total-groups", "5", "--offset", "1", "--rows",
               "40"}}) {
-      CLI::App app;
-      oc->add_options(app);
-      std::reverse(opts.begin(), opts.end());
-      app.parse(opts);
+      cli::ProblemParser(*oc).parse(opts);
       cli::HostCase hc;
       hc.op = oc->op();
       std::mt19937_64 rng(17);

@@ -13,6 +13,7 @@
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "op_case.h"
+#include "run_cmd.h"
 #include "recurrent_problem.h"
 
 using namespace ejk;
@@ -290,10 +291,7 @@ TEST_CASE("the CLI cases of recurrent attention make problems that check", "[rec
     for (std::vector<std::string> opts : option_sets) {
       if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): the cases' gates are not built in");
       if (backward) opts.push_back("--dht");
-      CLI::App app;
-      oc->add_options(app);
-      std::reverse(opts.begin(), opts.end());
-      app.parse(opts);
+      cli::ProblemParser(*oc).parse(opts);
       cli::HostCase hc;
       hc.op = oc->op();
       std::mt19937_64 rng(17);

@@ -21,6 +21,7 @@
 #include "ejk/op.h"
 #include "host_case.h"
 #include "op_case.h"
+#include "run_cmd.h"
 
 using namespace ejk;
 using Catch::Matchers::ContainsSubstring;
@@ -382,10 +383,7 @@ TEST_CASE("the CLI cases of state_space_v1 make problems that check", "[ssm1][cl
     REQUIRE(oc != nullptr);
     for (std::vector<std::string> opts : option_sets) {
       if (backward) opts.push_back("--dht");
-      CLI::App app;
-      oc->add_options(app);
-      std::reverse(opts.begin(), opts.end());
-      app.parse(opts);
+      cli::ProblemParser(*oc).parse(opts);
       cli::HostCase hc;
       hc.op = oc->op();
       std::mt19937_64 rng(3);
