@@ -100,6 +100,28 @@ def sink_gradient(aux, lse, out, d_out):
     return d if aux.ndim == 2 else d.sum(0)
 
 
+def _varying(x):
+    """The mesh axes x varies along under shard_map's check_vma (none where it is off)."""
+    t = jax.typeof(x)
+    if hasattr(t, "vma"):
+        return frozenset(t.vma)
+    return frozenset(getattr(getattr(t, "manual_axis_type", None), "varying", ()))
+
+
+def _like(g, x):
+    """Gradient g with primal x's varying mesh axes (shard_map's check_vma): psummed over the
+    axes x does not vary along (a replicated input's gradient is the sum of every device's),
+    marked varying along those it does."""
+    if not hasattr(jax, "typeof"):
+        return g
+    have, want = _varying(g), _varying(x)
+    if have - want:
+        g = lax.psum(g, tuple(sorted(have - want)))
+    if want - have:
+        g = lax.pcast(g, tuple(sorted(want - have)), to="varying")
+    return g
+
+
 @functools.lru_cache(maxsize=None)
 def _differentiable(fw, schedule, axis):
     be = Backend(fw, schedule, axis)
@@ -108,7 +130,9 @@ def _differentiable(fw, schedule, axis):
         out, lse = _ring.forward(be, q, k, v)
         if aux is not None:
             out, lse = add_sinks(out, lse, aux)
-        return out.astype(q.dtype), lse
+        # The FFI's results carry no varying axes: typed as replicated, out's cotangent would be
+        # taken as every device's at once.
+        return _like(out.astype(q.dtype), q), _like(lse, q)
 
     @jax.custom_vjp
     def ring(q, k, v, aux):
@@ -121,8 +145,8 @@ def _differentiable(fw, schedule, axis):
     def bwd(saved, d_out):
         q, k, v, aux, out, lse = saved
         dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.astype(q.dtype))
-        d_aux = None if aux is None else sink_gradient(aux, lse, out, d_out)
-        return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), d_aux
+        d_aux = None if aux is None else _like(sink_gradient(aux, lse, out, d_out), aux)
+        return (_like(dq.astype(q.dtype), q), _like(dk.astype(k.dtype), k), _like(dv.astype(v.dtype), v), d_aux)
 
     ring.defvjp(fwd, bwd)
     return ring
