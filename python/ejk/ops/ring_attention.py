@@ -44,6 +44,8 @@ def _call(q0, nq, k0, nk, lo, hi):
     elif hi < 0:
         q0, nq, lo, hi = q0 - hi, nq + hi, lo - hi, 0
     left, right = -lo, hi
+    # Trailing rows past every visible key, and trailing keys past every row, need no kernel.
+    nq, nk = min(nq, nk + left), min(nk, nq + right)
     if left >= nq - 1 and right >= nk - 1:
         return Call(q0, nq, k0, nk, False, None)
     if left >= nq - 1 and right == 0:
@@ -210,7 +212,7 @@ def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platfor
 _COMMON_DOC = """
     Under jax.shard_map (or with mesh, in_specs and out_specs) each device holds a shard of the
     sequence axis of query, key and value, and `axis_name` names the mesh axis they are split
-    over, in device order along it (the shard of device i is the i-th of the sequence){torch_axis}.
+    over, in device order along it (SHARDS){torch_axis}.
     Without an axis_name the call is flash_attention on the arrays given. The result is exactly
     flash_attention on the gathered sequence (the same masks, scale, soft cap and sinks), as the
     shard of the output that goes with the local queries.
@@ -235,7 +237,7 @@ _COMMON_DOC = """
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       axis_name: {axis_name_doc}
       platform: None or "auto" (where the arrays are), "cpu", "cuda"; the seed's "xla" is "auto".
-{sharding}
+UNSUPPORTED{sharding}
 
     Returns:
       out [B, Sq, Hq, D]: the local queries' rows, query's dtype."""
@@ -262,26 +264,33 @@ def zigzag_ring_attention(fw, query, key, value, softmax_aux=None, /, *, sliding
                 (mesh, in_specs, out_specs))
 
 
-ring_attention.__doc__ = ("""Ring attention, as ``ejkernel.modules.ring_attention``{on}: the sequence split in
-    one contiguous shard per device.
-""" + _COMMON_DOC + """
-      bias, mask_info, mask_builder, chunk_size, cfg: not supported (NotImplementedError).
-      fused_backward: any; there is one backward (flash_attention_backward per step).""")
+def _doc(head, shards, unsupported=""):
+    """A wrapper's docstring: its head, then the common text with its layout's shards and its
+    refused arguments (the framework's parts are filled in by _kit.bind)."""
+    return head + _COMMON_DOC.replace("SHARDS", shards).replace("UNSUPPORTED", unsupported)
 
-zigzag_ring_attention.__doc__ = ("""ring_attention{on} with the zigzag layout, which balances causal
+
+ring_attention.__doc__ = _doc("""Ring attention, as ``ejkernel.modules.ring_attention``{on}: the sequence split in
+    one contiguous shard per device.
+""", "the shard of device i is the i-th of the sequence", """\
+      bias, mask_info, mask_builder, chunk_size, cfg: not supported (NotImplementedError).
+      fused_backward: any; there is one backward (flash_attention_backward per step).
+""")
+
+zigzag_ring_attention.__doc__ = _doc("""ring_attention{on} with the zigzag layout, which balances causal
     work: the gathered sequence is cut in 2N chunks and device i holds chunks i and 2N - 1 - i, in
     this order (its local shard is their concatenation); with causal every step after the first
     computes half a block on every device. A sequence x [B, S, ...] goes to this layout as
     x[:, order] with order = concatenate([arange(i c, (i + 1) c), arange((2N - 1 - i) c, (2N - i) c)]
     for i in range(N)), c = S / 2N; the output comes back in the same order. Local lengths even.
-""" + _COMMON_DOC)
+""", "device i holds chunks i and 2N - 1 - i")
 
 WRAPPERS = (ring_attention, zigzag_ring_attention)
 
 _JAX_SHARDING = """\
       mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh:
         in_specs a PartitionSpec for each of query, key, value, softmax_aux (None: replicated or
-        not given), and for bias as in the seed (None only), out_specs query's. axis_name must
+        not given), then bias's as in the seed (None, or left out), out_specs query's. axis_name must
         then be the mesh axis that splits the sequence axis (axis 1) of query, key and value."""
 _TORCH_SHARDING = "      mesh, in_specs, out_specs: None only (NotImplementedError)."
 DOCS = {"jax": {"sharding": _JAX_SHARDING, "torch_axis": "",

@@ -169,10 +169,10 @@ def _check_sharding(axis, mesh, in_specs, out_specs, operands):
         raise ValueError(f"axis_name: expected the mesh axis that splits the sequence (one of "
                          f"{', '.join(map(repr, mesh.axis_names))}), got {axis!r}")
     if (not isinstance(in_specs, (tuple, list)) or isinstance(in_specs, PartitionSpec)
-            or len(in_specs) != len(_SPECS)):
+            or len(in_specs) not in (len(_SPECS) - 1, len(_SPECS))):
         raise ValueError(f"in_specs: expected {len(_SPECS)} PartitionSpecs (None for an argument not given), one for "
-                         f"each of {', '.join(_SPECS)}, in this order; got {in_specs!r}")
-    if in_specs[4] is not None:
+                         f"each of {', '.join(_SPECS)}, in this order (bias's may be left out); got {in_specs!r}")
+    if len(in_specs) == len(_SPECS) and in_specs[4] is not None:
         raise NotImplementedError("in_specs[4] (bias): bias is not supported by ring_attention in ejkernel (C++)")
     specs = [PartitionSpec() if s is None else s for s in in_specs[:len(operands)]]
     for i, (spec, x) in enumerate(zip(specs, operands)):
