@@ -4,7 +4,8 @@ masked block skipped, zigzag's causal work balanced), then the ring on 2, 3, 4 a
 devices against JAX's float64 autodiff of flash_grad_reference.attention on the gathered
 sequence and against ejk.jax.flash_attention there: output and the gradients of query, key,
 value and sinks, with causal, windows, soft cap, GQA, sinks, bfloat16, a padded head_dim, both
-layouts, under our shard_map (mesh=) and inside a caller's shard_map with check_vma on.
+layouts, under our shard_map (mesh=, also with the batch sharded over a second mesh axis) and
+inside a caller's shard_map with check_vma on.
 XLA reads the device count once, when jax starts, so the ring cases run in one fresh process
 (this module as a script); the pytest process keeps its one device."""
 import itertools
@@ -170,6 +171,7 @@ CASES = {
     "zigzag_causal_sinks_checked_2": (2, "zigzag", "float32", dict(causal=True), (4, 1), 16, "shard_map"),
     "plain_window_checked_3": (3, "plain", "float32", dict(causal=True, sliding_window=(4, 0)), None, 16,
                                "shard_map"),
+    "zigzag_causal_batch_sharded_2x2": (2, "zigzag", "float32", dict(causal=True), (4, 2), 16, "mesh2d"),
 }
 LOCAL, B, HQ, HKV = 8, 2, 4, 2
 
@@ -201,13 +203,17 @@ def run_case(name):
     w = jnp.asarray(rng.standard_normal((B, s, HQ, d)), jnp.float32)
     order = zigzag_order(n, s) if layout == "zigzag" else np.arange(s)
     back = np.argsort(order)
-    mesh = Mesh(np.array(jax.devices()[:n]), ("sp",))
-    seq = P(None, "sp")
+    if where == "mesh2d":  # batch over "data" too: the ring runs within each row of the mesh
+        mesh = Mesh(np.array(jax.devices()[:2 * n]).reshape(2, n), ("data", "sp"))
+        seq = P("data", "sp")
+    else:
+        mesh = Mesh(np.array(jax.devices()[:n]), ("sp",))
+        seq = P(None, "sp")
     specs = (seq, seq, seq) + ((P(),) if sinks is not None else ())
     fn = ring_attention if layout == "plain" else zigzag_ring_attention
 
     def ring(*a):
-        if where == "mesh":
+        if where in ("mesh", "mesh2d"):
             extra = (None, None) if sinks is None else (None,)
             return fn(*a, axis_name="sp", mesh=mesh, in_specs=specs + extra, out_specs=seq, **opts)
         body = lambda *local: fn(*local, axis_name="sp", **opts)  # noqa: E731
