@@ -108,18 +108,24 @@ def _varying(x):
     return frozenset(getattr(getattr(t, "manual_axis_type", None), "varying", ()))
 
 
-def _like(g, x):
-    """Gradient g with primal x's varying mesh axes (shard_map's check_vma): psummed over the
-    axes x does not vary along (a replicated input's gradient is the sum of every device's),
-    marked varying along those it does."""
+def _varying_as(y, x):
+    """y marked varying along the mesh axes x varies along (shard_map's check_vma): the FFI's
+    results carry none, and typed as replicated their cotangents would be taken as every
+    device's at once."""
     if not hasattr(jax, "typeof"):
-        return g
-    have, want = _varying(g), _varying(x)
-    if have - want:
-        g = lax.psum(g, tuple(sorted(have - want)))
-    if want - have:
-        g = lax.pcast(g, tuple(sorted(want - have)), to="varying")
-    return g
+        return y
+    missing = _varying(x) - _varying(y)
+    return lax.pcast(y, tuple(sorted(missing)), to="varying") if missing else y
+
+
+def _gradient_as(g, x):
+    """Gradient g typed as primal x: summed over the axes x does not vary along (a replicated
+    input's gradient is the sum of every device's), marked varying along those it does."""
+    if hasattr(jax, "typeof"):
+        extra = _varying(g) - _varying(x)
+        if extra:
+            g = lax.psum(g, tuple(sorted(extra)))
+    return _varying_as(g, x)
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,9 +136,7 @@ def _differentiable(fw, schedule, axis):
         out, lse = _ring.forward(be, q, k, v)
         if aux is not None:
             out, lse = add_sinks(out, lse, aux)
-        # The FFI's results carry no varying axes: typed as replicated, out's cotangent would be
-        # taken as every device's at once.
-        return _like(out.astype(q.dtype), q), _like(lse, q)
+        return _varying_as(out.astype(q.dtype), q), _varying_as(lse, q)
 
     @jax.custom_vjp
     def ring(q, k, v, aux):
@@ -145,8 +149,9 @@ def _differentiable(fw, schedule, axis):
     def bwd(saved, d_out):
         q, k, v, aux, out, lse = saved
         dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.astype(q.dtype))
-        d_aux = None if aux is None else _like(sink_gradient(aux, lse, out, d_out), aux)
-        return (_like(dq.astype(q.dtype), q), _like(dk.astype(k.dtype), k), _like(dv.astype(v.dtype), v), d_aux)
+        d_aux = None if aux is None else _gradient_as(sink_gradient(aux, lse, out, d_out), aux)
+        return (_gradient_as(dq.astype(q.dtype), q), _gradient_as(dk.astype(k.dtype), k),
+                _gradient_as(dv.astype(v.dtype), v), d_aux)
 
     ring.defvjp(fwd, bwd)
     return ring
