@@ -5,7 +5,8 @@ devices against JAX's float64 autodiff of flash_grad_reference.attention on the 
 sequence and against ejk.jax.flash_attention there: output and the gradients of query, key,
 value and sinks, with causal, windows, soft cap, GQA, sinks, bfloat16, a padded head_dim, both
 layouts, under our shard_map (mesh=, also with the batch sharded over a second mesh axis) and
-inside a caller's shard_map with check_vma on.
+inside a caller's shard_map with check_vma on; and the traced program: each next shard sent
+before a step's kernels, a masked block a switch branch with no kernel.
 XLA reads the device count once, when jax starts, so the ring cases run in one fresh process
 (this module as a script); the pytest process keeps its one device."""
 import itertools
@@ -252,6 +253,47 @@ def run_case(name):
             "dtype": dtype}
 
 
+def _subjaxprs(eqn):
+    for p in eqn.params.values():
+        for x in (p if isinstance(p, (tuple, list)) else [p]):
+            if hasattr(x, "jaxpr") and hasattr(x.jaxpr, "eqns"):
+                yield x.jaxpr
+            elif hasattr(x, "eqns"):
+                yield x
+
+
+def _count(jaxpr, name):
+    return sum((e.primitive.name == name) + sum(_count(j, name) for j in _subjaxprs(e)) for e in jaxpr.eqns)
+
+
+def ring_structure():
+    """The traced program of plain causal ring_attention on 4 devices: the ring's body in order
+    (each eqn as its primitive and the kernels it holds), each lax.switch's kernels per branch,
+    and the ppermutes of the forward and of forward plus backward."""
+    n = 4
+    mesh = Mesh(np.array(jax.devices()[:n]), ("sp",))
+    seq = P(None, "sp")
+    q = jnp.zeros((1, LOCAL * n, 2, 16), jnp.float32)
+
+    def f(q):
+        return ring_attention(q, q, q, causal=True, axis_name="sp", mesh=mesh, in_specs=(seq,) * 3 + (None, None),
+                              out_specs=seq)
+    forward = jax.make_jaxpr(f)(q).jaxpr
+    both = jax.make_jaxpr(jax.grad(lambda q: f(q).sum()))(q).jaxpr
+    (body,) = [j for e in forward.eqns if e.primitive.name == "shard_map" for j in _subjaxprs(e)]
+    (ring,) = [j for e in body.eqns if e.primitive.name == "custom_vjp_call" for j in _subjaxprs(e)]
+    order = [(e.primitive.name, _count_in(e, "ffi_call")) for e in ring.eqns
+             if e.primitive.name in ("ppermute", "cond") or _count_in(e, "ffi_call")]
+    branches = [[_count(b.jaxpr, "ffi_call") for b in e.params["branches"]] for e in ring.eqns
+                if e.primitive.name == "cond"]
+    return {"order": order, "branches": branches, "forward_ppermutes": _count(forward, "ppermute"),
+            "all_ppermutes": _count(both, "ppermute")}
+
+
+def _count_in(eqn, name):
+    return (eqn.primitive.name == name) + sum(_count(j, name) for j in _subjaxprs(eqn))
+
+
 @pytest.fixture(scope="module")
 def ring_results():
     if no_cpu_jit():
@@ -280,6 +322,27 @@ def test_ring_equals_attention_on_the_gathered_sequence(ring_results, name):
             assert err <= tol, f"{name}: {what} against {against}: relative L2 {err:.3g} > {tol}"
 
 
+def test_the_next_shard_is_sent_before_each_step_and_masked_blocks_run_nothing(ring_results):
+    s = ring_results["structure"]
+    n = 4
+    kinds = [name for name, _ in s["order"]]
+    # Runs of the body: the next shard's two ppermutes, then a step's kernels (step 0 plain, as
+    # every device computes its diagonal; later steps a switch), ..., the last step sending nothing.
+    runs = [(k, len(list(g))) for k, g in itertools.groupby(kinds, lambda k: k if k == "ppermute" else "kernels")]
+    assert [k for k, _ in runs] == ["ppermute", "kernels"] * (n - 1), kinds
+    assert all(count == 2 for k, count in runs if k == "ppermute"), kinds
+    assert kinds.count("cond") == n - 1 and "cond" not in kinds[:kinds.index("ppermute", 2)], kinds
+    # Every later step: devices whose block is fully masked take a branch with no kernel.
+    assert len(s["branches"]) == n - 1
+    for counts in s["branches"]:
+        assert sorted(counts)[0] == 0 and max(counts) > 0, counts
+    assert s["forward_ppermutes"] == 2 * (n - 1)
+    # Backward: K/V again (2 (n - 1)) and dK/dV one hop per step (2 n).
+    assert s["all_ppermutes"] == 2 * (n - 1) * 2 + 2 * n
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) == DEVICES, jax.devices()
-    print(json.dumps({name: run_case(name) for name in CASES}))
+    results = {name: run_case(name) for name in CASES}
+    results["structure"] = ring_structure()
+    print(json.dumps(results))
