@@ -3,7 +3,7 @@ CPU processes (torch.multiprocessing spawn): every rank's output shard and its g
 query, key, value and sinks against torch's float64 autograd of flash_grad_reference.attention
 on the gathered sequence, and against ejk.torch.flash_attention there; causal, windows, soft
 cap, GQA, sinks once (their gradient summed over the ranks), bfloat16, a padded head_dim, both
-layouts. The ring runs in a fresh process (this module as a script) that spawns the ranks."""
+layouts, and a ring over a subgroup whose ranks are not the global ones. The ring runs in a fresh process (this module as a script) that spawns the ranks."""
 import json
 import math
 import os
@@ -35,6 +35,10 @@ GROUPS = {
         "plain_causal_bf16": ("plain", "bfloat16", dict(causal=True), None, 16)},
 }
 CASES = {name: n for n, cases in GROUPS.items() for name in cases}
+# A ring over a subgroup of the 4 processes (ranks 1 and 3): group ranks are not global ranks.
+SUBGROUP = [1, 3]
+SUBGROUP_CASE = ("zigzag", "float32", dict(causal=True, sliding_window=(5, 0)), (4, 2), 16)
+CASES["zigzag_subgroup_of_4"] = len(SUBGROUP)
 
 
 def zigzag_order(n, length):
@@ -49,10 +53,12 @@ def rel_l2(got, want):
     return float((got - want).norm() / max(float(want.norm()), 1e-30))
 
 
-def run_case(rank, n, spec):
-    """This rank's errors: its rows of the output and of dq, dk, dv, and the sinks' gradient."""
+def run_case(rank, n, spec, group=None):
+    """This rank's errors (its rank in `group`, default the world): its rows of the output and
+    of dq, dk, dv, and the sinks' gradient."""
     import torch.distributed as dist
     import flash_grad_reference as ref
+    group = dist.group.WORLD if group is None else group
     layout, dtype, opts, sinks, d = spec
     g = torch.Generator().manual_seed(1234)  # the same inputs on every rank
     s = LOCAL * n
@@ -66,7 +72,7 @@ def run_case(rank, n, spec):
 
     local = [y[:, mine].clone().requires_grad_() for y in x[:3]] + [y.clone().requires_grad_() for y in x[3:]]
     fn = ejk_torch.ring_attention if layout == "plain" else ejk_torch.zigzag_ring_attention
-    out = fn(*local, axis_name=dist.group.WORLD, **opts)
+    out = fn(*local, axis_name=group, **opts)
     (out.float() * w[:, mine]).sum().backward()
 
     whole = [y.clone().requires_grad_() for y in x]
@@ -98,6 +104,10 @@ def worker(rank, n, port, outdir):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
     try:
         results = {name: run_case(rank, n, spec) for name, spec in GROUPS[n].items()}
+        if n == 4:
+            sub = dist.new_group(SUBGROUP)  # every process takes part in making it
+            if rank in SUBGROUP:
+                results["zigzag_subgroup_of_4"] = run_case(SUBGROUP.index(rank), len(SUBGROUP), SUBGROUP_CASE, sub)
     finally:
         dist.destroy_process_group()
     with open(os.path.join(outdir, f"{n}-{rank}.json"), "w") as f:
