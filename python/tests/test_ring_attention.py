@@ -3,10 +3,11 @@ against the dense mask of the gathered sequence (every visible pair computed exa
 masked block skipped, zigzag's causal work balanced), then the ring on 2, 3, 4 and 8 virtual CPU
 devices against JAX's float64 autodiff of flash_grad_reference.attention on the gathered
 sequence and against ejk.jax.flash_attention there: output and the gradients of query, key,
-value and sinks, with causal, windows, soft cap, GQA, sinks, bfloat16, a padded head_dim, both
-layouts, under our shard_map (mesh=, also with the batch sharded over a second mesh axis) and
-inside a caller's shard_map with check_vma on; and the traced program: each next shard sent
-before a step's kernels, a masked block a switch branch with no kernel.
+value and sinks, with causal, windows, soft cap, GQA, sinks, bfloat16, a padded head_dim, key
+shards longer than the query shards, both layouts, under our shard_map (mesh=, also with the
+batch sharded over a second mesh axis) and inside a caller's shard_map with check_vma on; and
+the traced program: each next shard sent before a step's kernels, a masked block a switch branch
+with no kernel.
 XLA reads the device count once, when jax starts, so the ring cases run in one fresh process
 (this module as a script); the pytest process keeps its one device."""
 import itertools
@@ -173,8 +174,12 @@ CASES = {
     "plain_window_checked_3": (3, "plain", "float32", dict(causal=True, sliding_window=(4, 0)), None, 16,
                                "shard_map"),
     "zigzag_causal_batch_sharded_2x2": (2, "zigzag", "float32", dict(causal=True), (4, 2), 16, "mesh2d"),
+    "plain_causal_window_longer_keys_3": (3, "plain", "float32", dict(causal=True, sliding_window=(10, 0)), None,
+                                          16, "mesh"),
+    "zigzag_window_longer_keys_2": (2, "zigzag", "float32", dict(sliding_window=(3, 5)), None, 16, "mesh"),
 }
 LOCAL, B, HQ, HKV = 8, 2, 4, 2
+LOCAL_KEYS = {"plain_causal_window_longer_keys_3": 12, "zigzag_window_longer_keys_2": 12}  # else LOCAL
 
 
 def zigzag_order(n, length):
@@ -196,13 +201,14 @@ def run_case(name):
     from ejk.jax import flash_attention
     n, layout, dtype, opts, sinks, d, where = CASES[name]
     rng = np.random.default_rng(sum(map(ord, name)))
-    s = LOCAL * n
+    s, sk = LOCAL * n, LOCAL_KEYS.get(name, LOCAL) * n
     dt = jnp.dtype(dtype)
-    x = [jnp.asarray(rng.standard_normal((B, s, h, d)), dt) for h in (HQ, HKV, HKV)]
+    x = [jnp.asarray(rng.standard_normal((B, length, h, d)), dt) for length, h in ((s, HQ), (sk, HKV), (sk, HKV))]
     if sinks is not None:
         x.append(jnp.asarray(rng.standard_normal(sinks), jnp.float32))
     w = jnp.asarray(rng.standard_normal((B, s, HQ, d)), jnp.float32)
     order = zigzag_order(n, s) if layout == "zigzag" else np.arange(s)
+    key_order = zigzag_order(n, sk) if layout == "zigzag" else np.arange(sk)
     back = np.argsort(order)
     if where == "mesh2d":  # batch over "data" too: the ring runs within each row of the mesh
         mesh = Mesh(np.array(jax.devices()[:2 * n]).reshape(2, n), ("data", "sp"))
@@ -220,8 +226,8 @@ def run_case(name):
         body = lambda *local: fn(*local, axis_name="sp", **opts)  # noqa: E731
         return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=seq, check_vma=True)(*a)
 
-    def permuted(a):  # the sequence in the layout's order, the sinks as they are
-        return [y[:, order] for y in a[:3]] + list(a[3:])
+    def permuted(a):  # the sequences in the layout's order, the sinks as they are
+        return [a[0][:, order], a[1][:, key_order], a[2][:, key_order]] + list(a[3:])
 
     def loss(*a):
         return jnp.sum(ring(*a).astype(jnp.float32) * w[:, order])
@@ -229,7 +235,8 @@ def run_case(name):
     laid = permuted(x)
     out = jax.jit(ring)(*laid)[:, back]
     grads = jax.jit(jax.grad(loss, argnums=tuple(range(len(x)))))(*laid)
-    grads = [g[:, back] for g in grads[:3]] + list(grads[3:])
+    key_back = np.argsort(key_order)
+    grads = [grads[0][:, back], grads[1][:, key_back], grads[2][:, key_back]] + list(grads[3:])
 
     def flash(*a):
         aux = a[3] if len(a) > 3 else None
@@ -239,7 +246,7 @@ def run_case(name):
     flash_grads = jax.grad(lambda *a: jnp.sum(flash(*a).astype(jnp.float32) * w), argnums=tuple(range(len(x))))(*x)
     with jax.enable_x64(True):
         x64 = [jnp.asarray(np.asarray(y, np.float64)) for y in x]
-        vis = ref.visible_mask(jnp, s, s, causal=opts.get("causal", False), window=opts.get("sliding_window"))
+        vis = ref.visible_mask(jnp, s, sk, causal=opts.get("causal", False), window=opts.get("sliding_window"))
 
         def reference(*a):
             return ref.attention(jnp, a[0], a[1], a[2], vis, sinks=a[3] if len(a) > 3 else None,
