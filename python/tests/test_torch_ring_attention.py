@@ -3,7 +3,8 @@ CPU processes (torch.multiprocessing spawn): every rank's output shard and its g
 query, key, value and sinks against torch's float64 autograd of flash_grad_reference.attention
 on the gathered sequence, and against ejk.torch.flash_attention there; causal, windows, soft
 cap, GQA, sinks once (their gradient summed over the ranks), bfloat16, a padded head_dim, both
-layouts, and a ring over a subgroup whose ranks are not the global ones. The ring runs in a fresh process (this module as a script) that spawns the ranks."""
+layouts, and a ring over a subgroup whose ranks are not the global ones. The ring runs in a
+fresh process (this module as a script) that spawns the ranks."""
 import json
 import math
 import os
