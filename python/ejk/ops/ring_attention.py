@@ -1,0 +1,302 @@
+"""ring_attention, with ``ejkernel.modules.ring_attention``'s signature (0.0.80.3), and
+zigzag_ring_attention (ours): attention over a sequence split across devices. Each device keeps
+its query shard; the key/value shards travel around the ring, one hop per step, and every step
+runs ejkernel's flash_attention on the local queries against the visiting shard, merged by
+log-sum-exp (merge_attention_states, in float32). The backward runs flash_attention_backward per
+step with the final output and log-sum-exp, and the key/value gradients travel with their shard.
+
+This file holds what both frameworks share: the argument checks, the static schedule (which
+block of which step is computed, with which mask, or skipped) and the ring loops. The
+communication and the custom gradient are the framework's: ``_ring/jax_ring.py`` (shard_map,
+ppermute, custom_vjp) and ``_ring/torch_ring.py`` (torch.distributed P2P, autograd.Function).
+``docs/design/ring_attention.md`` explains the schedule."""
+import math
+from typing import NamedTuple
+
+from .. import _kit
+
+
+class Call(NamedTuple):
+    """One flash call of a step: local query rows [q0, q0 + nq) against the visiting shard's
+    keys [k0, k0 + nk), with the kernel's own mask (causal, or a window (left, right) >= 0)."""
+    q0: int
+    nq: int
+    k0: int
+    nk: int
+    causal: bool
+    window: tuple
+
+
+def _clip(lo, hi, nq, nk):
+    """The band lo <= j - i <= hi of an nq x nk block, clipped to the offsets the block has, or
+    None where no pair of it is visible."""
+    lo, hi = max(lo, -(nq - 1)), min(hi, nk - 1)
+    return None if lo > hi else (lo, hi)
+
+
+def _call(q0, nq, k0, nk, lo, hi):
+    """The band [lo, hi] of a block as one kernel call. The kernel's masks are bands containing
+    the diagonal (top-left aligned), so a band above it drops the leading keys no query sees, and
+    one below it the leading queries that see no key; what remains contains the diagonal."""
+    lo, hi = _clip(lo, hi, nq, nk)
+    if lo > 0:
+        k0, nk, hi, lo = k0 + lo, nk - lo, hi - lo, 0
+    elif hi < 0:
+        q0, nq, lo, hi = q0 - hi, nq + hi, lo - hi, 0
+    left, right = -lo, hi
+    # Trailing rows past every visible key, and trailing keys past every row, need no kernel.
+    nq, nk = min(nq, nk + left), min(nk, nq + right)
+    if left >= nq - 1 and right >= nk - 1:
+        return Call(q0, nq, k0, nk, False, None)
+    if left >= nq - 1 and right == 0:
+        return Call(q0, nq, k0, nk, True, None)
+    return Call(q0, nq, k0, nk, False, (int(left), int(right)))
+
+
+def chunks(layout, n, device):
+    """The global chunks a device holds, in local order: plain: its one chunk; zigzag: chunks
+    device and 2n - 1 - device of 2n (each device gets one early and one late chunk)."""
+    return (device,) if layout == "plain" else (device, 2 * n - 1 - device)
+
+
+def plan(layout, n, device, step, sq, sk, band):
+    """The calls of `device` at `step` (its queries against the shard of device - step), a tuple
+    of Calls; () where the whole block is masked. sq, sk: local lengths; band: the visible
+    global offsets key - query, (lo, hi), infinite where unbounded."""
+    qc, kc = chunks(layout, n, device), chunks(layout, n, (device - step) % n)
+    cq, ck = sq // len(qc), sk // len(kc)
+    bands = {(a, b): (band[0] - (kj * ck - qi * cq), band[1] - (kj * ck - qi * cq))
+             for a, qi in enumerate(qc) for b, kj in enumerate(kc)}
+    clipped = {pair: _clip(*bd, cq, ck) for pair, bd in bands.items()}
+    live = sorted(pair for pair, c in clipped.items() if c is not None)
+    if not live:
+        return ()
+    a0, a1 = live[0][0], live[-1][0]
+    b0, b1 = min(b for _, b in live), max(b for _, b in live)
+    box = [(a, b) for a in range(a0, a1 + 1) for b in range(b0, b1 + 1)]
+
+    def offset(a, b):  # key - query offset of chunk pair (a, b) in the merged block
+        return (b - b0) * ck - (a - a0) * cq
+
+    # One call for the bounding block where one band in its local offsets gives every chunk
+    # pair's mask (the plain layout always; zigzag's own shard: local causal); else one per pair.
+    for a, b in live:
+        lo, hi = bands[a, b][0] + offset(a, b), bands[a, b][1] + offset(a, b)
+        if all(_clip(lo - offset(x, y), hi - offset(x, y), cq, ck) == clipped[x, y] for x, y in box):
+            return (_call(a0 * cq, (a1 - a0 + 1) * cq, b0 * ck, (b1 - b0 + 1) * ck, lo, hi),)
+    return tuple(_call(a * cq, cq, b * ck, ck, *bands[a, b]) for a, b in live)
+
+
+def global_band(causal, sliding_window):
+    """The visible offsets key - query of the gathered sequence, (lo, hi), infinite where
+    unbounded: causal caps hi at 0, a window (left, right) gives [-left, right]."""
+    lo, hi = -math.inf, math.inf
+    if sliding_window is not None:
+        left, right = _kit.scalar("sliding_window", sliding_window, "i64[2]")
+        if left < 0 or right < 0:
+            raise ValueError(f"sliding_window: expected bounds >= 0, got {(left, right)}")
+        lo, hi = -left, right
+    if causal:
+        hi = min(hi, 0)
+    return lo, hi
+
+
+def check_lengths(layout, q, k):
+    """The local lengths a layout can split: zigzag's two chunks per device need even ones."""
+    if layout != "zigzag":
+        return
+    for name, x in (("query", q), ("key", k)):
+        if x.shape[1] % 2:
+            raise ValueError(f"zigzag_ring_attention: {name}: the local sequence length must be even (two chunks "
+                             f"per device), got {x.shape[1]}")
+
+
+class Schedule(NamedTuple):
+    """Everything static about one ring: its size, layout, local lengths, band and the kernels'
+    scalars."""
+    n: int
+    layout: str
+    sq: int
+    sk: int
+    band: tuple
+    scalars: tuple  # (name, value) of flash_attention's scalars
+
+    def plans(self, step):
+        """Each device's calls at `step`, in device order."""
+        return [plan(self.layout, self.n, d, step, self.sq, self.sk, self.band) for d in range(self.n)]
+
+
+# --- the ring loops, on a framework's backend (see _ring/jax_ring.py Backend) ---------------------------
+
+def _forward_calls(be, calls, q, kv, acc):
+    out, lse = acc
+    for c in calls:
+        o, l = be.flash(q[:, c.q0:c.q0 + c.nq], kv[0][:, c.k0:c.k0 + c.nk], kv[1][:, c.k0:c.k0 + c.nk], c)
+        o, l = be.merge(out[:, c.q0:c.q0 + c.nq], lse[:, :, c.q0:c.q0 + c.nq], o, l)
+        out, lse = be.put(out, 1, c.q0, o), be.put(lse, 2, c.q0, l)
+    return out, lse
+
+
+def forward(be, q, k, v):
+    """(out float32, lse) of the local queries against every shard: one step per device, the
+    next shard's transfer started before this step's kernels."""
+    acc = be.zeros_like(q), be.empty_lse(q)
+    kv = (k, v)
+    for step in range(be.n):
+        pending = be.send_next(kv) if step + 1 < be.n else None
+        acc = be.step(step, lambda calls, acc, kv: _forward_calls(be, calls, q, kv, acc), acc, kv)
+        kv = pending.wait() if pending is not None else None
+    return acc
+
+
+def _backward_calls(be, calls, q, kv, saved, grads):
+    out, lse, d_out = saved
+    dq, dk, dv = grads
+    for c in calls:
+        rows, keys = slice(c.q0, c.q0 + c.nq), slice(c.k0, c.k0 + c.nk)
+        gq, gk, gv = be.flash_backward(q[:, rows], kv[0][:, keys], kv[1][:, keys], out[:, rows],
+                                       lse[:, :, rows], d_out[:, rows], c)
+        dq, dk, dv = be.add(dq, 1, c.q0, gq), be.add(dk, 1, c.k0, gk), be.add(dv, 1, c.k0, gv)
+    return dq, dk, dv
+
+
+def backward(be, q, k, v, out, lse, d_out):
+    """(dq, dk, dv), float32: each step's flash backward with the final out and lse (so each is
+    exact); a shard's dk, dv accumulate as they travel with it, and reach their owner after the
+    last step. The accumulator coming in is added after this step's kernels (its transfer
+    overlaps them)."""
+    saved = (out, lse, d_out)
+    dq = be.zeros_like(q)
+    kv, incoming = (k, v), None
+    for step in range(be.n):
+        pending = be.send_next(kv) if step + 1 < be.n else None
+        grads = (dq, be.zeros_like(k), be.zeros_like(v))
+        dq, dk, dv = be.step(step, lambda calls, g, kv: _backward_calls(be, calls, q, kv, saved, g), grads, kv)
+        if incoming is not None:
+            got = incoming.wait()
+            dk, dv = dk + got[0], dv + got[1]
+        incoming = be.send_next((dk, dv)) if be.n > 1 else None
+        kv = pending.wait() if pending is not None else None
+    dk, dv = incoming.wait() if incoming is not None else (dk, dv)
+    return dq, dk, dv
+
+
+# --- the public wrappers ---------------------------------------------------------------------
+
+def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platform, sharding):
+    if fw.name == "jax":
+        from ._ring import jax_ring as ring
+    else:
+        from ._ring import torch_ring as ring
+    q, k, v = fw.array("query", query), fw.array("key", key), fw.array("value", value)
+    fw.on_platform("ring_attention", _kit.platform(platform), q)
+    aux = fw.array("softmax_aux", softmax_aux)
+    if aux is not None:
+        aux = fw.cast_float(aux, "float32")
+    for name, x in (("query", q), ("key", k), ("value", v)):
+        if len(x.shape) != 4:
+            raise ValueError(f"ring_attention: {name}: expected [B, S, H, D], got shape {tuple(x.shape)}")
+    band = global_band(fw.scalar("causal", options["causal"], "bool"), options["sliding_window"])
+    scalars = {"softmax_scale": options["softmax_scale"], "logits_soft_cap": options["logits_soft_cap"]}
+    if scalars["softmax_scale"] is None:
+        scalars["softmax_scale"] = q.shape[-1] ** -0.5
+    head_dim = q.shape[-1]
+    tile = fw.head_dim_multiple(q)
+    if head_dim % tile:  # zero columns change no logit and give zero outputs: exact
+        width = -(-head_dim // tile) * tile
+        q, k, v = (fw.pad_last(x, width) for x in (q, k, v))
+    out = ring.run(fw, layout, q, k, v, aux, band, scalars, axis_name, sharding)
+    return out[..., :head_dim]
+
+
+_COMMON_DOC = """
+    Under jax.shard_map (or with mesh, in_specs and out_specs) each device holds a shard of the
+    sequence axis of query, key and value, and `axis_name` names the mesh axis they are split
+    over, in device order along it (SHARDS){torch_axis}.
+    Without an axis_name the call is flash_attention on the arrays given. The result is exactly
+    flash_attention on the gathered sequence (the same masks, scale, soft cap and sinks), as the
+    shard of the output that goes with the local queries.
+
+    Each of axis_size steps runs flash_attention on the local queries against the visiting
+    key/value shard (offsets global: causal and sliding_window count positions in the whole
+    sequence); a step whose block is fully masked runs no kernel. The next shard's transfer starts
+    before a step's kernels. Partial results are merged by log-sum-exp in float32.
+    Differentiable: the backward runs flash_attention_backward per step with the final output
+    and log-sum-exp, and the key/value gradients travel back around the ring.
+
+    Args:
+      query: [B, Sq, Hq, D], the local shard; key, value: [B, Sk, Hkv, D], Hq a multiple of Hkv
+        (GQA/MQA). float32, bfloat16 or float16, all three alike.
+      softmax_aux: sinks, [S] shared by every head or [Hq, S] (cast to float32): logits that join
+        the softmax denominator once per query row, as in flash_attention over the whole
+        sequence (the seed's XLA ring adds them at every step, so its result differs there).
+      causal: key j is visible from query i only if j <= i, in global positions.
+      sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right],
+        global positions.
+      logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
+      softmax_scale: multiplies q.k (default 1/sqrt(D)).
+      axis_name: {axis_name_doc}
+      platform: None or "auto" (where the arrays are), "cpu", "cuda"; the seed's "xla" is "auto".
+UNSUPPORTED{sharding}
+
+    Returns:
+      out [B, Sq, Hq, D]: the local queries' rows, query's dtype."""
+
+
+def ring_attention(fw, query, key, value, softmax_aux=None, bias=None, /, *, mask_info=None, mask_builder=None,
+                   sliding_window=None, chunk_size=None, causal=False, logits_soft_cap=None, softmax_scale=None,
+                   axis_name=None, fused_backward=False, platform=None, cfg=None, mesh=None, in_specs=None,
+                   out_specs=None):
+    fw.refuse("ring_attention", bias=bias is not None, mask_info=mask_info is not None,
+              mask_builder=mask_builder is not None, chunk_size=chunk_size is not None, cfg=cfg is not None)
+    options = dict(causal=causal, sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
+                   softmax_scale=softmax_scale)
+    return _run(fw, "plain", query, key, value, softmax_aux, options, axis_name, platform,
+                (mesh, in_specs, out_specs))
+
+
+def zigzag_ring_attention(fw, query, key, value, softmax_aux=None, /, *, sliding_window=None, causal=False,
+                          logits_soft_cap=None, softmax_scale=None, axis_name=None, platform=None, mesh=None,
+                          in_specs=None, out_specs=None):
+    options = dict(causal=causal, sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
+                   softmax_scale=softmax_scale)
+    return _run(fw, "zigzag", query, key, value, softmax_aux, options, axis_name, platform,
+                (mesh, in_specs, out_specs))
+
+
+def _doc(head, shards, unsupported=""):
+    """A wrapper's docstring: its head, then the common text with its layout's shards and its
+    refused arguments (the framework's parts are filled in by _kit.bind)."""
+    return head + _COMMON_DOC.replace("SHARDS", shards).replace("UNSUPPORTED", unsupported)
+
+
+ring_attention.__doc__ = _doc("""Ring attention, as ``ejkernel.modules.ring_attention``{on}: the sequence split in
+    one contiguous shard per device.
+""", "the shard of device i is the i-th of the sequence", """\
+      bias, mask_info, mask_builder, chunk_size, cfg: not supported (NotImplementedError).
+      fused_backward: any; there is one backward (flash_attention_backward per step).
+""")
+
+zigzag_ring_attention.__doc__ = _doc("""ring_attention{on} with the zigzag layout, which balances causal
+    work: the gathered sequence is cut in 2N chunks and device i holds chunks i and 2N - 1 - i, in
+    this order (its local shard is their concatenation); with causal every step after the first
+    computes half a block on every device. A sequence x [B, S, ...] goes to this layout as
+    x[:, order] with order = concatenate([arange(i c, (i + 1) c), arange((2N - 1 - i) c, (2N - i) c)]
+    for i in range(N)), c = S / 2N; the output comes back in the same order. Local lengths even.
+""", "device i holds chunks i and 2N - 1 - i")
+
+WRAPPERS = (ring_attention, zigzag_ring_attention)
+
+_JAX_SHARDING = """\
+      mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh:
+        in_specs a PartitionSpec for each of query, key, value, softmax_aux (None: replicated or
+        not given), then bias's as in the seed (None, or left out), out_specs query's. axis_name must
+        then be the mesh axis that splits the sequence axis (axis 1) of query, key and value."""
+_TORCH_SHARDING = "      mesh, in_specs, out_specs: None only (NotImplementedError)."
+DOCS = {"jax": {"sharding": _JAX_SHARDING, "torch_axis": "",
+                "axis_name_doc": "the mesh axis the sequence is split over (None: one device)."},
+        "torch": {"on": ", on torch tensors", "sharding": _TORCH_SHARDING,
+                  "torch_axis": " (in ejk.torch: each rank of a torch.distributed process group holds its "
+                                "shard, in rank order, and axis_name is that group)",
+                  "axis_name_doc": "a torch.distributed ProcessGroup (e.g. torch.distributed.group.WORLD), "
+                                   "initialized; None: one device, no communication."}}

@@ -1,0 +1,188 @@
+"""ejk.torch.ring_attention and zigzag_ring_attention over a gloo process group of 2, 3 and 4
+CPU processes (torch.multiprocessing spawn): every rank's output shard and its gradients of
+query, key, value and sinks against torch's float64 autograd of flash_grad_reference.attention
+on the gathered sequence, and against ejk.torch.flash_attention there; causal, windows, soft
+cap, GQA, sinks once (their gradient summed over the ranks), bfloat16, a padded head_dim, both
+layouts, and a ring over a subgroup whose ranks are not the global ones. The ring runs in a
+fresh process (this module as a script) that spawns the ranks."""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+from torch_support import import_torch, no_cpu_jit
+
+torch = import_torch()  # skips the module where torch or ejk.torch is missing
+import ejk.torch as ejk_torch  # noqa: E402
+
+TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2}
+GRAD_TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
+LOCAL, B, HQ, HKV = 8, 2, 4, 2
+
+# name: (layout, dtype, options, sinks shape, head_dim); each group runs on one process group.
+GROUPS = {
+    2: {"plain_causal_sinks": ("plain", "float32", dict(causal=True), (4, 2), 16),
+        "zigzag_causal": ("zigzag", "float32", dict(causal=True), None, 16)},
+    3: {"plain_causal_window": ("plain", "float32", dict(causal=True, sliding_window=(5, 0)), None, 16),
+        "zigzag_window_softcap": ("zigzag", "float32", dict(sliding_window=(7, 2), logits_soft_cap=2.5), None, 16),
+        "plain_full_padded": ("plain", "float32", dict(softmax_scale=0.3), None, 12)},
+    4: {"zigzag_causal_window_sinks": ("zigzag", "float32", dict(causal=True, sliding_window=(6, 0)), (3,), 16),
+        "plain_causal_bf16": ("plain", "bfloat16", dict(causal=True), None, 16)},
+}
+CASES = {name: n for n, cases in GROUPS.items() for name in cases}
+# A ring over a subgroup of the 4 processes (ranks 1 and 3): group ranks are not global ranks.
+SUBGROUP = [1, 3]
+SUBGROUP_CASE = ("zigzag", "float32", dict(causal=True, sliding_window=(5, 0)), (4, 2), 16)
+CASES["zigzag_subgroup_of_4"] = len(SUBGROUP)
+
+
+def zigzag_order(n, length):
+    c = length // (2 * n)
+    return np.concatenate([np.r_[i * c:(i + 1) * c, (2 * n - 1 - i) * c:(2 * n - i) * c] for i in range(n)])
+
+
+def rel_l2(got, want):
+    got, want = got.detach().double(), want.detach().double()
+    if torch.isnan(got).any():
+        return math.inf
+    return float((got - want).norm() / max(float(want.norm()), 1e-30))
+
+
+def run_case(rank, n, spec, group=None):
+    """This rank's errors (its rank in `group`, default the world): its rows of the output and
+    of dq, dk, dv, and the sinks' gradient."""
+    import torch.distributed as dist
+    import flash_grad_reference as ref
+    group = dist.group.WORLD if group is None else group
+    layout, dtype, opts, sinks, d = spec
+    g = torch.Generator().manual_seed(1234)  # the same inputs on every rank
+    s = LOCAL * n
+    dt = getattr(torch, dtype)
+    x = [torch.randn(B, s, h, d, generator=g).to(dt) for h in (HQ, HKV, HKV)]
+    if sinks is not None:
+        x.append(torch.randn(*sinks, generator=g))
+    w = torch.randn(B, s, HQ, d, generator=g)
+    order = zigzag_order(n, s) if layout == "zigzag" else np.arange(s)
+    mine = torch.as_tensor(order[rank * LOCAL:(rank + 1) * LOCAL])
+
+    local = [y[:, mine].clone().requires_grad_() for y in x[:3]] + [y.clone().requires_grad_() for y in x[3:]]
+    fn = ejk_torch.ring_attention if layout == "plain" else ejk_torch.zigzag_ring_attention
+    out = fn(*local, axis_name=group, **opts)
+    (out.float() * w[:, mine]).sum().backward()
+
+    whole = [y.clone().requires_grad_() for y in x]
+    aux = whole[3] if sinks is not None else None
+    flash = ejk_torch.flash_attention(whole[0], whole[1], whole[2], None, None, None, aux, **opts)
+    (flash.float() * w).sum().backward()
+
+    x64 = [y.double().requires_grad_() for y in x]
+    vis = ref.visible_mask(torch, s, s, causal=opts.get("causal", False), window=opts.get("sliding_window"))
+    want, _ = ref.attention(torch, x64[0], x64[1], x64[2], vis, sinks=x64[3] if sinks is not None else None,
+                            scale=opts.get("softmax_scale"), softcap=opts.get("logits_soft_cap"))
+    (want * w.double()).sum().backward()
+
+    def rows(t, i):  # a gathered tensor's rows for this rank (the sinks are not split)
+        return t[:, mine] if i < 3 else t
+    names = ("dq", "dk", "dv", "dsinks")
+    return {"reference": dict([("out", rel_l2(out, want[:, mine]))] +
+                              [(nm, rel_l2(a.grad, rows(b.grad, i))) for i, (nm, a, b) in
+                               enumerate(zip(names, local, x64))]),
+            "flash": dict([("out", rel_l2(out, flash[:, mine]))] +
+                          [(nm, rel_l2(a.grad, rows(b.grad, i))) for i, (nm, a, b) in
+                           enumerate(zip(names, local, whole))]),
+            "dtype": dtype}
+
+
+def worker(rank, n, port, outdir):
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+    try:
+        results = {name: run_case(rank, n, spec) for name, spec in GROUPS[n].items()}
+        if n == 4:
+            sub = dist.new_group(SUBGROUP)  # every process takes part in making it
+            if rank in SUBGROUP:
+                results["zigzag_subgroup_of_4"] = run_case(SUBGROUP.index(rank), len(SUBGROUP), SUBGROUP_CASE, sub)
+    finally:
+        dist.destroy_process_group()
+    with open(os.path.join(outdir, f"{n}-{rank}.json"), "w") as f:
+        json.dump(results, f)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ring_results():
+    if no_cpu_jit():
+        pytest.skip(f"CPU variants outside the built-in set: {no_cpu_jit()}")
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(ejk_torch.__file__)))
+    env = dict(os.environ, EJK_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.path.dirname(__file__),
+                                                        os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryDirectory() as outdir:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), outdir], env=env, capture_output=True,
+                           text=True, timeout=1200)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+        results = {}
+        for n in GROUPS:
+            for rank in range(n):
+                with open(os.path.join(outdir, f"{n}-{rank}.json")) as f:
+                    for name, result in json.load(f).items():
+                        results.setdefault(name, []).append(result)
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ring_equals_attention_on_the_gathered_sequence(ring_results, name):
+    per_rank = ring_results[name]
+    assert len(per_rank) == CASES[name]
+    for rank, result in enumerate(per_rank):
+        dtype = result["dtype"]
+        for against in ("reference", "flash"):
+            for what, err in result[against].items():
+                tol = TOLERANCE[dtype] if what == "out" else GRAD_TOLERANCE[dtype]
+                if against == "flash" and dtype != "float32":
+                    tol *= 2  # two bfloat16 computations, each within its tolerance of the exact one
+                assert err <= tol, f"{name}, rank {rank}: {what} against {against}: relative L2 {err:.3g} > {tol}"
+
+
+def test_arguments_are_checked_by_name():
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, 2, 16, generator=g)
+    with pytest.raises(TypeError, match="axis_name: expected a torch.distributed ProcessGroup"):
+        ejk_torch.ring_attention(q, q, q, axis_name="sp")
+    with pytest.raises(NotImplementedError, match="ring_attention: mesh is not supported"):
+        ejk_torch.ring_attention(q, q, q, mesh=object())
+    with pytest.raises(NotImplementedError, match="ring_attention: bias is not supported"):
+        ejk_torch.ring_attention(q, q, q, None, torch.zeros(1, 2, 8, 8))
+    with pytest.raises(ValueError, match="zigzag_ring_attention: key: the local sequence length must be even"):
+        ejk_torch.zigzag_ring_attention(q, q[:, :7], q[:, :7])
+
+
+def test_without_a_group_it_is_flash_attention():
+    import flash_grad_reference as ref
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 12, h, 16, generator=g, requires_grad=True) for h in (4, 2, 2))
+    out = ejk_torch.ring_attention(q, k, v, causal=True, sliding_window=(4, 0))
+    out.sum().backward()
+    x64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want, _ = ref.attention(torch, *x64, ref.visible_mask(torch, 12, 12, causal=True, window=(4, 0)))
+    want.sum().backward()
+    for got, exp in zip((out, q.grad, k.grad, v.grad), (want, *(t.grad for t in x64))):
+        assert rel_l2(got, exp) <= 1e-5
+
+
+if __name__ == "__main__":
+    import torch.multiprocessing as mp
+    for size in GROUPS:
+        mp.spawn(worker, args=(size, free_port(), sys.argv[1]), nprocs=size)
