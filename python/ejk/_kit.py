@@ -9,6 +9,7 @@ A per-op module ``ejk/ops/<name>.py`` holds what the spec cannot say: the seed's
 torch schema, fake kernels, checks, errors naming arguments) is the framework's, the same for
 every op.
 """
+import contextvars
 import functools
 import importlib
 import inspect
@@ -43,6 +44,7 @@ class Spec(NamedTuple):
     inputs: tuple      # Params, in the spec's order
     outputs: tuple
     scalars: tuple
+    tuning: tuple = ()  # the tuning axes cfg= may set (block sizes): Params of type i64
 
     def param(self, name):
         for p in self.inputs + self.scalars:
@@ -57,8 +59,10 @@ def spec(op):
     """op's arguments as its spec declares them."""
     doc, params = _lib.describe_op(op)
     ps = [Param(*p) for p in params]
-    return Spec(op, doc, tuple(p for p in ps if p.role == _lib.ROLE_INPUT),
-                tuple(p for p in ps if p.role == _lib.ROLE_OUTPUT), tuple(p for p in ps if p.role == _lib.ROLE_SCALAR))
+    def having(role):
+        return tuple(p for p in ps if p.role == role)
+    return Spec(op, doc, having(_lib.ROLE_INPUT), having(_lib.ROLE_OUTPUT), having(_lib.ROLE_SCALAR),
+                having(_lib.ROLE_TUNING))
 
 
 def op_names():
@@ -125,11 +129,14 @@ def scalar(name, value, type_name, traced=lambda value: False):
     raise TypeError(f"{name}: scalar type {type_name!r} is not one the bindings know")
 
 
+class NoTuningAxes(ValueError, NotImplementedError):
+    """cfg= given to an op with no tuning axes: a ValueError (nothing cfg could name), and the
+    NotImplementedError every argument ejkernel (C++) cannot use raises."""
+
+
 def config(cfg):
-    """cfg= as (axis, "tune", value) entries: a mapping of the op's tuning axes (block_q, block_k,
-    ...) to ints, a hard override of the spec's heuristic and of the tuning store. libejk checks
-    the names and values against the spec (an unknown axis or a value its kernels do not take is
-    a ValueError naming it)."""
+    """cfg= as (axis, "tune", value) entries: a mapping (or NamedTuple) of the op's tuning axes
+    (block_q, block_k, ...) to ints. None values are left to the tuning store and the heuristic."""
     if cfg is None:
         return ()
     items = cfg._asdict().items() if hasattr(cfg, "_asdict") else getattr(cfg, "items", lambda: None)()
@@ -137,12 +144,41 @@ def config(cfg):
         raise ArgumentTypeError(f"cfg: expected a mapping of tuning axes to ints (e.g. {{'block_q': 64}}), "
                                 f"got {type(cfg).__name__}")
     out = []
-    for name, value in sorted(items):
+    for name, value in sorted(items, key=lambda item: str(item[0])):
         if not isinstance(name, str):
             raise ArgumentTypeError(f"cfg: axis names are strings, got {name!r}")
         if value is not None:
-            out.append((name, "tune", _int(f"cfg[{name!r}]", value)))
+            value = _int(f"cfg[{name!r}]", value)
+            if value <= 0:
+                raise ValueError(f"cfg[{name!r}]: expected a positive int, got {value}")
+            out.append((name, "tune", value))
     return tuple(out)
+
+
+# ejk.ops.overlay_cache's mappings ({op name: cfg}), innermost last. A ContextVar: each thread
+# and task sees its own, and torch.compile guards a compiled graph on it.
+OVERLAYS = contextvars.ContextVar("ejk_cfg_overlays", default=())
+
+
+def tune_entries(op, cfg, axes=None):
+    """The tuning entries of a call of libejk's op `op`: cfg= where given, else the innermost
+    overlay's value for op, else none (libejk then takes the tuning store's, else the spec's
+    heuristic). Axis names are checked here (against `axes`, op's tuning axes, default its
+    spec's), values by libejk against the spec."""
+    if cfg is None:
+        cfg = next((m[op] for m in reversed(OVERLAYS.get()) if op in m), None)
+        if cfg is None:
+            return ()
+    if axes is None:
+        axes = tuple(p.name for p in spec(op).tuning)
+    if not axes:
+        raise NoTuningAxes(f"cfg: {op} has no tuning axes (its kernels take no block sizes or the like): "
+                           "give None")
+    entries = config(cfg)
+    for name, _, _ in entries:
+        if name not in axes:
+            raise ValueError(f"cfg: {name!r} is not a tuning axis of {op} (its axes: {', '.join(axes)})")
+    return entries
 
 
 def _untraced(name, value, traced):
