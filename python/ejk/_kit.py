@@ -251,10 +251,11 @@ def refuse(op, **unsupported):
 
 @functools.lru_cache(maxsize=None)
 def op_modules():
-    """Every module of ejk/ops/, imported (adding one there adds its wrappers everywhere)."""
+    """Every op module of ejk/ops/, imported (adding one there adds its wrappers everywhere);
+    a private one (``_policy``) is not an op's."""
     from . import ops
     return tuple(importlib.import_module(f"{ops.__name__}.{m.name}")
-                 for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name))
+                 for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name) if not m.name.startswith("_"))
 
 
 def _merged(attribute):

@@ -80,3 +80,18 @@ def test_an_op_without_tuning_axes_refuses_cfg_naming_it(rng):
         with pytest.raises(error, match="cfg: mean_pooling has no tuning axes"):
             mean_pooling(x, cfg={"block_q": 64})
     assert_rel_l2(mean_pooling(x, cfg=None), numpy64(x).mean(axis=1))
+
+
+def test_an_overlay_reaches_eager_and_compiled_calls(rng):
+    import ejk.ops
+    q, k, v = _inputs(rng)
+    compiled = torch.compile(lambda q, k, v: flash_attention(q, k, v), fullgraph=True)
+    want, _ = reference.flash_attention(numpy64(q), numpy64(k), numpy64(v))
+    assert_rel_l2(compiled(q, k, v), want)
+    with ejk.ops.overlay_cache({"flash_attention": {"block_q": 7}}):  # libejk refuses 7: it arrived
+        with pytest.raises(ValueError, match="block_q"):
+            flash_attention(q, k, v)
+        with pytest.raises(Exception, match="block_q"):
+            compiled(q, k, v)  # the graph traced outside is guarded on the overlays: traced again
+        assert_rel_l2(flash_attention(q, k, v, cfg={"block_q": 32}), want)
+    assert_rel_l2(compiled(q, k, v), want)
