@@ -10,6 +10,7 @@ torch schema, fake kernels, checks, errors naming arguments) is the framework's,
 every op.
 """
 import contextvars
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -134,11 +135,47 @@ class NoTuningAxes(ValueError, NotImplementedError):
     NotImplementedError every argument ejkernel (C++) cannot use raises."""
 
 
+# The seed's FwdParams fields that name one of our tuning axes.
+_SEED_PARAMS = {"q_blocksize": "block_q", "kv_blocksize": "block_k"}
+
+
+def _seed_config(cfg):
+    """A seed config object (``FlashAttentionConfig(fwd_params=FwdParams(q_blocksize=...))``, a
+    dataclass with fwd_params and bwd_params) as a mapping of our axes: its forward's block
+    sizes. Fields without a counterpart are refused by name."""
+    platform(getattr(cfg, "platform", None))  # refused as platform= would be; the call's platform= decides
+    bwd = getattr(cfg, "bwd_params", None)
+    if bwd is not None and any(v is not None for v in _fields(bwd).values()):
+        raise NotImplementedError("cfg.bwd_params: a gradient never takes the forward call's cfg; give the backward's "
+                                  "values as ejk.ops.overlay_cache({'flash_attention_backward': {...}})")
+    out = {}
+    for name, value in _fields(getattr(cfg, "fwd_params", None) or {}).items():
+        if value is None:
+            continue
+        if name not in _SEED_PARAMS:
+            raise NotImplementedError(f"cfg.fwd_params.{name}: no tuning axis of ejkernel (C++) corresponds to it "
+                                      f"(it takes {', '.join(_SEED_PARAMS)})")
+        out[_SEED_PARAMS[name]] = value
+    return out
+
+
+def _fields(params):
+    if isinstance(params, dict):
+        return params
+    if dataclasses.is_dataclass(params):
+        return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    raise ArgumentTypeError(f"cfg: fwd_params/bwd_params: expected the seed's FwdParams or a dict, got "
+                            f"{type(params).__name__}")
+
+
 def config(cfg):
     """cfg= as (axis, "tune", value) entries: a mapping (or NamedTuple) of the op's tuning axes
-    (block_q, block_k, ...) to ints. None values are left to the tuning store and the heuristic."""
+    (block_q, block_k, ...) to ints, or the seed's config object (its fwd_params' block sizes).
+    None values are left to the tuning store and the heuristic."""
     if cfg is None:
         return ()
+    if hasattr(cfg, "fwd_params") or hasattr(cfg, "bwd_params"):
+        cfg = _seed_config(cfg)
     items = cfg._asdict().items() if hasattr(cfg, "_asdict") else getattr(cfg, "items", lambda: None)()
     if items is None:
         raise ArgumentTypeError(f"cfg: expected a mapping of tuning axes to ints (e.g. {{'block_q': 64}}), "

@@ -84,3 +84,34 @@ def test_an_op_without_tuning_axes_refuses_cfg_naming_it(call):
     for error in (ValueError, NotImplementedError):
         with pytest.raises(error, match="cfg: .* has no tuning axes"):
             call(x)
+
+
+def test_the_seeds_config_objects_give_their_forward_block_sizes():
+    import dataclasses
+
+    from ejk.ops import BwdParams, FwdParams
+
+    @dataclasses.dataclass
+    class FlashAttentionConfig:  # the seed's shape of it: ejkernel.modules.operations.configs
+        fwd_params: object = None
+        bwd_params: object = None
+        platform: str = "auto"
+        backend: str = "any"
+
+    q, k, v = _inputs(4)
+    base = ejk.jax.flash_attention(q, k, v, causal=True)
+    for cfg in (FlashAttentionConfig(FwdParams(q_blocksize=32, kv_blocksize=32)),
+                FlashAttentionConfig({"q_blocksize": 128}), FlashAttentionConfig(bwd_params=BwdParams())):
+        got = ejk.jax.flash_attention(q, k, v, causal=True, cfg=cfg)
+        assert float(jnp.linalg.norm(got - base) / jnp.linalg.norm(base)) <= 1e-5
+    jaxpr = str(jax.make_jaxpr(lambda q: ejk.jax.flash_attention(
+        q, k, v, cfg=FlashAttentionConfig(FwdParams(q_blocksize=32))))(q))
+    assert "block_q" in jaxpr
+    with pytest.raises(ValueError, match="block_q"):
+        ejk.jax.flash_attention(q, k, v, cfg=FlashAttentionConfig(FwdParams(q_blocksize=7)))
+    with pytest.raises(NotImplementedError, match="cfg.fwd_params.num_warps"):
+        ejk.jax.flash_attention(q, k, v, cfg=FlashAttentionConfig(FwdParams(num_warps=4)))
+    with pytest.raises(NotImplementedError, match="cfg.bwd_params"):
+        ejk.jax.flash_attention(q, k, v, cfg=FlashAttentionConfig(bwd_params=BwdParams(q_blocksize=64)))
+    with pytest.raises(NotImplementedError, match="pallas"):
+        ejk.jax.flash_attention(q, k, v, cfg=FlashAttentionConfig(FwdParams(q_blocksize=32), platform="pallas"))

@@ -25,7 +25,8 @@ SEED_NAMES = [
     "label", "labels_to_configs", "log_autotune_progress", "overlay_cache", "pmap_with_config", "policy_override",
     "record_invocation", "set_autotune_progress", "sharding_fingerprint", "short_hash", "stable_json", "to_json",
     "vmap_with_config"]
-HONOURED = {"AutotunePolicy", "Cfg", "Out", "forward_autotune_only", "overlay_cache", "policy_override"}
+HONOURED = {"AutotunePolicy", "BwdParams", "Cfg", "FwdParams", "Out", "forward_autotune_only", "overlay_cache",
+            "policy_override"}
 
 
 def _qkv(sq=40, sk=56, seed=0):

@@ -32,6 +32,35 @@ _ENV = "EJKERNEL_AUTOTUNE_POLICY"
 
 
 @dataclasses.dataclass
+class FwdParams:
+    """The seed's forward kernel parameters; as cfg's fwd_params, q_blocksize and kv_blocksize are
+    flash_attention's block_q and block_k (the others have no counterpart: NotImplementedError)."""
+    blocksize_m: int | None = None
+    blocksize_k: int | None = None
+    blocksize_n: int | None = None
+    q_blocksize: int | None = None
+    kv_blocksize: int | None = None
+    blocksize_heads: int | None = None
+    blocksize_keys: int | None = None
+    num_key_splits: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+@dataclasses.dataclass
+class BwdParams:
+    """The seed's backward kernel parameters (a cfg's bwd_params is refused: the backward's values
+    are an overlay_cache entry for flash_attention_backward)."""
+    blocksize_m: int | None = None
+    blocksize_k: int | None = None
+    blocksize_n: int | None = None
+    q_blocksize: int | None = None
+    kv_blocksize: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+@dataclasses.dataclass
 class AutotunePolicy:
     """The seed's policy fields. allow_heuristics=False cannot be honoured: the spec's heuristic
     is always the engine's last resort."""
@@ -201,7 +230,7 @@ _UNSUPPORTED = {
         "record_invocation", "get_invocations", "abstractify")},
     **{n: _STORE for n in ("ConfigCache", "PersistentCache", "ConfigSelectorChain", "Tuner", "Autotuner",
                            "FNAutotuner", "AutotuneData", "AutotuningResult", "Measurement", "autotune",
-                           "autotune_recorded", "benchmark", "FwdParams", "BwdParams")},
+                           "autotune_recorded", "benchmark")},
     **{n: "libejk keys its tuning records by its own device fingerprint and problem class" for n in (
         "device_fingerprint", "device_kind", "get_device_platform", "sharding_fingerprint",
         "default_key_builder_with_sharding", "short_hash", "stable_json", "to_json", "from_json", "label",
@@ -211,7 +240,7 @@ _UNSUPPORTED = {
 }
 globals().update({name: _unsupported(name, instead) for name, instead in _UNSUPPORTED.items()})
 
-HONOURED = ("AutotunePolicy", "Cfg", "Out", "forward_autotune_only", "get_autotune_policy", "overlay_cache",
+HONOURED = ("AutotunePolicy", "BwdParams", "Cfg", "FwdParams", "Out", "forward_autotune_only", "get_autotune_policy", "overlay_cache",
             "policy_override", "set_autotune_policy")
 __all__ = tuple(sorted(HONOURED + tuple(_UNSUPPORTED)))
 
