@@ -135,7 +135,7 @@ class NoTuningAxes(ValueError, NotImplementedError):
     NotImplementedError every argument ejkernel (C++) cannot use raises."""
 
 
-# The seed's FwdParams fields that name one of our tuning axes.
+# The seed's FwdParams fields (its vocabulary for every op) that name one of our tuning axes.
 _SEED_PARAMS = {"q_blocksize": "block_q", "kv_blocksize": "block_k"}
 
 
@@ -146,8 +146,8 @@ def _seed_config(cfg):
     platform(getattr(cfg, "platform", None))  # refused as platform= would be; the call's platform= decides
     bwd = getattr(cfg, "bwd_params", None)
     if bwd is not None and any(v is not None for v in _fields(bwd).values()):
-        raise NotImplementedError("cfg.bwd_params: a gradient never takes the forward call's cfg; give the backward's "
-                                  "values as ejk.ops.overlay_cache({'flash_attention_backward': {...}})")
+        raise NotImplementedError("cfg.bwd_params: a gradient never takes the forward call's cfg; give the backward "
+                                  "op's values as an ejk.ops.overlay_cache entry for it")
     out = {}
     for name, value in _fields(getattr(cfg, "fwd_params", None) or {}).items():
         if value is None:

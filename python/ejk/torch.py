@@ -275,7 +275,8 @@ class _Torch:
         Reads only the tables made at import: torch.compile traces this function, and eager
         calls pay for every step."""
         inputs, scalars, outputs, known, axes = _TABLES[op]
-        tune = _tune_list(axes, _kit.tune_entries(op, cfg, axes))  # ValueError naming cfg for an op without
+        # An op without tuning axes refuses a cfg (ValueError naming it).
+        tune = _tune_list(axes, _kit.tune_entries(op, cfg, axes))
         if not known.issuperset(given):
             for name in given:
                 _SPECS[op].param(name)  # TypeError for a name the op lacks

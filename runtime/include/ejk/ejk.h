@@ -46,7 +46,7 @@ EJK_API void ejk_set_compile_observer(ejk_compile_observer observer, void* user)
 EJK_API int ejk_load_bundle(const char* path);
 
 /* In-call autotuning for this process, replacing EJK_AUTOTUNE's value: "1" every op, "0" none, or
- * a comma-separated list of op names ("flash_attention,flash_attention_backward"); NULL follows
+ * a comma-separated list of op names (the backward ops left out: forward ops only); NULL follows
  * EJK_AUTOTUNE again. It applies to plans made after it (a plan is made once per problem class).
  * EJK_INVALID_ARGUMENT, changing nothing, for a value that is none of these. */
 EJK_API int ejk_set_autotune(const char* ops);
