@@ -9,6 +9,8 @@ A per-op module ``ejk/ops/<name>.py`` holds what the spec cannot say: the seed's
 torch schema, fake kernels, checks, errors naming arguments) is the framework's, the same for
 every op.
 """
+import contextvars
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -43,6 +45,7 @@ class Spec(NamedTuple):
     inputs: tuple      # Params, in the spec's order
     outputs: tuple
     scalars: tuple
+    tuning: tuple = ()  # the tuning axes cfg= may set (block sizes): Params of type i64
 
     def param(self, name):
         for p in self.inputs + self.scalars:
@@ -57,8 +60,10 @@ def spec(op):
     """op's arguments as its spec declares them."""
     doc, params = _lib.describe_op(op)
     ps = [Param(*p) for p in params]
-    return Spec(op, doc, tuple(p for p in ps if p.role == _lib.ROLE_INPUT),
-                tuple(p for p in ps if p.role == _lib.ROLE_OUTPUT), tuple(p for p in ps if p.role == _lib.ROLE_SCALAR))
+    def having(role):
+        return tuple(p for p in ps if p.role == role)
+    return Spec(op, doc, having(_lib.ROLE_INPUT), having(_lib.ROLE_OUTPUT), having(_lib.ROLE_SCALAR),
+                having(_lib.ROLE_TUNING))
 
 
 def op_names():
@@ -125,24 +130,92 @@ def scalar(name, value, type_name, traced=lambda value: False):
     raise TypeError(f"{name}: scalar type {type_name!r} is not one the bindings know")
 
 
+class NoTuningAxes(ValueError, NotImplementedError):
+    """cfg= given to an op with no tuning axes: a ValueError (nothing cfg could name), and the
+    NotImplementedError every argument ejkernel (C++) cannot use raises."""
+
+
+# The seed's FwdParams fields (its vocabulary for every op) that name one of our tuning axes.
+_SEED_PARAMS = {"q_blocksize": "block_q", "kv_blocksize": "block_k"}
+
+
+def _seed_config(cfg):
+    """A seed config object (``FlashAttentionConfig(fwd_params=FwdParams(q_blocksize=...))``, a
+    dataclass with fwd_params and bwd_params) as a mapping of our axes: its forward's block
+    sizes. Fields without a counterpart are refused by name."""
+    platform(getattr(cfg, "platform", None))  # refused as platform= would be; the call's platform= decides
+    bwd = getattr(cfg, "bwd_params", None)
+    if bwd is not None and any(v is not None for v in _fields(bwd).values()):
+        raise NotImplementedError("cfg.bwd_params: a gradient never takes the forward call's cfg; give the backward "
+                                  "op's values as an ejk.ops.overlay_cache entry for it")
+    out = {}
+    for name, value in _fields(getattr(cfg, "fwd_params", None) or {}).items():
+        if value is None:
+            continue
+        if name not in _SEED_PARAMS:
+            raise NotImplementedError(f"cfg.fwd_params.{name}: no tuning axis of ejkernel (C++) corresponds to it "
+                                      f"(it takes {', '.join(_SEED_PARAMS)})")
+        out[_SEED_PARAMS[name]] = value
+    return out
+
+
+def _fields(params):
+    if isinstance(params, dict):
+        return params
+    if dataclasses.is_dataclass(params):
+        return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    raise ArgumentTypeError(f"cfg: fwd_params/bwd_params: expected the seed's FwdParams or a dict, got "
+                            f"{type(params).__name__}")
+
+
 def config(cfg):
-    """cfg= as (axis, "tune", value) entries: a mapping of the op's tuning axes (block_q, block_k,
-    ...) to ints, a hard override of the spec's heuristic and of the tuning store. libejk checks
-    the names and values against the spec (an unknown axis or a value its kernels do not take is
-    a ValueError naming it)."""
+    """cfg= as (axis, "tune", value) entries: a mapping (or NamedTuple) of the op's tuning axes
+    (block_q, block_k, ...) to ints, or the seed's config object (its fwd_params' block sizes).
+    None values are left to the tuning store and the heuristic."""
     if cfg is None:
         return ()
+    if hasattr(cfg, "fwd_params") or hasattr(cfg, "bwd_params"):
+        cfg = _seed_config(cfg)
     items = cfg._asdict().items() if hasattr(cfg, "_asdict") else getattr(cfg, "items", lambda: None)()
     if items is None:
         raise ArgumentTypeError(f"cfg: expected a mapping of tuning axes to ints (e.g. {{'block_q': 64}}), "
                                 f"got {type(cfg).__name__}")
     out = []
-    for name, value in sorted(items):
+    for name, value in sorted(items, key=lambda item: str(item[0])):
         if not isinstance(name, str):
             raise ArgumentTypeError(f"cfg: axis names are strings, got {name!r}")
         if value is not None:
-            out.append((name, "tune", _int(f"cfg[{name!r}]", value)))
+            value = _int(f"cfg[{name!r}]", value)
+            if value <= 0:
+                raise ValueError(f"cfg[{name!r}]: expected a positive int, got {value}")
+            out.append((name, "tune", value))
     return tuple(out)
+
+
+# ejk.ops.overlay_cache's mappings ({op name: cfg}), innermost last. A ContextVar: each thread
+# and task sees its own, and torch.compile guards a compiled graph on it.
+OVERLAYS = contextvars.ContextVar("ejk_cfg_overlays", default=())
+
+
+def tune_entries(op, cfg, axes=None):
+    """The tuning entries of a call of libejk's op `op`: cfg= where given, else the innermost
+    overlay's value for op, else none (libejk then takes the tuning store's, else the spec's
+    heuristic). Axis names are checked here (against `axes`, op's tuning axes, default its
+    spec's), values by libejk against the spec."""
+    if cfg is None:
+        cfg = next((m[op] for m in reversed(OVERLAYS.get()) if op in m), None)
+        if cfg is None:
+            return ()
+    if axes is None:
+        axes = tuple(p.name for p in spec(op).tuning)
+    if not axes:
+        raise NoTuningAxes(f"cfg: {op} has no tuning axes (its kernels take no block sizes or the like): "
+                           "give None")
+    entries = config(cfg)
+    for name, _, _ in entries:
+        if name not in axes:
+            raise ValueError(f"cfg: {name!r} is not a tuning axis of {op} (its axes: {', '.join(axes)})")
+    return entries
 
 
 def _untraced(name, value, traced):
@@ -215,10 +288,11 @@ def refuse(op, **unsupported):
 
 @functools.lru_cache(maxsize=None)
 def op_modules():
-    """Every module of ejk/ops/, imported (adding one there adds its wrappers everywhere)."""
+    """Every op module of ejk/ops/, imported (adding one there adds its wrappers everywhere);
+    a private one (``_policy``) is not an op's."""
     from . import ops
     return tuple(importlib.import_module(f"{ops.__name__}.{m.name}")
-                 for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name))
+                 for m in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name) if not m.name.startswith("_"))
 
 
 def _merged(attribute):

@@ -213,15 +213,15 @@ class _Jax:
 
     @classmethod
     def call(cls, op, cfg=None, **given):
-        """op with its spec's arguments by name (None: not given), and cfg's tuning values;
-        {output name: array}."""
+        """op with its spec's arguments by name (None: not given), and cfg's tuning values (else
+        an ejk.ops.overlay_cache's for op); {output name: array}."""
         s = _kit.spec(op)
         for name in given:
             s.param(name)  # TypeError for a name the op lacks
         names = tuple(p.name for p in s.inputs if given.get(p.name) is not None)
         operands = tuple(cls.array(name, given[name]) for name in names)
         scalars = tuple((p.name, p.type, cls.scalar(p.name, given[p.name], p.type)) for p in s.scalars
-                        if given.get(p.name) is not None) + _kit.config(cfg)
+                        if given.get(p.name) is not None) + _kit.tune_entries(op, cfg)
         outs = _op(op, names, scalars)(*operands)
         return dict(zip((p.name for p in s.outputs), outs))
 

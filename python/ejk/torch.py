@@ -53,9 +53,24 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def _schema_args(op):
-    """op's arguments in its torch schema's order: the input tensors, then the scalars."""
+    """op's arguments in its torch schema's order: the input tensors, then the scalars (an op with
+    tuning axes has one more, `tune`, after them: _tune_list)."""
     s = _kit.spec(op)
     return s.inputs + s.scalars
+
+
+def _tune_list(axes, entries):
+    """Tuning entries as the schema's `tune` argument: a value per tuning axis (`axes`, the op's),
+    0 where none is given; None for none at all."""
+    if not entries:
+        return None
+    given = {name: value for name, _, value in entries}
+    return [given.get(name, 0) for name in axes]
+
+
+def _tune_entries(op, values):
+    """The schema's `tune` list as (axis, "tune", value) entries."""
+    return [(p.name, "tune", v) for p, v in zip(_kit.spec(op).tuning, values or ()) if v != 0]
 
 
 def _concrete(value):
@@ -110,6 +125,7 @@ def _fake(op):
         given = {p.name: a for p, a in zip(params, args) if a is not None}
         tensors = [(p.name, given[p.name]) for p in s.inputs if p.name in given]
         scalars = [(p.name, p.type, given[p.name]) for p in s.scalars if p.name in given]
+        scalars += _tune_entries(op, args[len(params)] if len(args) > len(params) else None)
         where = _DEVICES.get(tensors[0][1].device.type, _DEVICES["cpu"])
         sizes = [d for _, t in tensors for d in t.shape] + [v for _, t, v in scalars if t == "i64"]
         shapes = None
@@ -143,6 +159,7 @@ def _autograd(op, backward):
 
     # A backward marked `uses_outputs` also gets the forward's outputs (saved, not recomputed).
     uses_outputs = getattr(backward, "uses_outputs", False)
+    tuned = 1 if s.tuning else 0  # the schema's `tune` argument
 
     def setup_context(ctx, inputs, output):
         if backward is None:
@@ -158,7 +175,8 @@ def _autograd(op, backward):
         extra = {"outputs": dict(zip(outputs, ctx.saved_tensors[len(names):]))} if uses_outputs else {}
         result = backward(_FW.call, lambda x: x.shape, {n: t for n, t in saved.items() if t is not None},
                           ctx.ejk_scalars, dict(zip(outputs, grads)), **extra)
-        return tuple(result.get(p.name) if p.name in names else None for p in params)
+        # The forward's tuning values (`tune`) are not the backward's, and have no gradient.
+        return tuple(result.get(p.name) if p.name in names else None for p in params) + (None,) * tuned
 
     return run_backward, setup_context
 
@@ -252,13 +270,13 @@ class _Torch:
 
     @classmethod
     def call(cls, op, cfg=None, **given):
-        """op with its spec's arguments by name (None: not given); {output name: tensor}.
+        """op with its spec's arguments by name (None: not given), and cfg's tuning values (else an
+        ejk.ops.overlay_cache's for op); {output name: tensor}.
         Reads only the tables made at import: torch.compile traces this function, and eager
         calls pay for every step."""
-        if cfg is not None:
-            raise NotImplementedError(f"{op}: cfg is not supported by ejk.torch (its schema has no tuning "
-                                      "values); ejk.jax takes it, and `ejk tune` records winners both use")
-        inputs, scalars, outputs, known = _TABLES[op]
+        inputs, scalars, outputs, known, axes = _TABLES[op]
+        # An op without tuning axes refuses a cfg (ValueError naming it).
+        tune = _tune_list(axes, _kit.tune_entries(op, cfg, axes))
         if not known.issuperset(given):
             for name in given:
                 _SPECS[op].param(name)  # TypeError for a name the op lacks
@@ -273,6 +291,8 @@ class _Torch:
                 if type_name == "i64[2]" and isinstance(value, tuple):
                     value = list(value)
             args.append(value)
+        if axes:
+            args.append(tune)
         try:
             outs = getattr(_ops, op).default(*args)
         except RuntimeError:
@@ -288,9 +308,10 @@ class _Torch:
 
 
 _SPECS = {op: _kit.spec(op) for op in _kit.op_names()}
-# op -> (input names, (scalar name, type) pairs, output names, every argument name)
+# op -> (input names, (scalar name, type) pairs, output names, every argument name, tuning axes)
 _TABLES = {op: (tuple(p.name for p in s.inputs), tuple((p.name, p.type) for p in s.scalars),
-                tuple(p.name for p in s.outputs), frozenset(p.name for p in s.inputs + s.scalars))
+                tuple(p.name for p in s.outputs), frozenset(p.name for p in s.inputs + s.scalars),
+                tuple(p.name for p in s.tuning))
            for op, s in _SPECS.items()}
 _FW = _Torch()
 _register()

@@ -195,7 +195,7 @@ int32_t torch_dtype(int32_t ejk) {
 // --- every op from its spec ----------------------------------------------------------------
 
 constexpr int kMaxOps = 64;   // ops one libejk_torch can serve (a boxed kernel per index)
-constexpr int kMaxArgs = 64;  // tensors and scalars of one call
+constexpr int kMaxArgs = 64;  // tensors, scalars and tuning values of one call
 constexpr int kMaxOutputs = 16;
 
 // An op as torch sees it: its schema, built from the spec at load, and its arguments in the
@@ -204,6 +204,9 @@ struct Op {
   const char* name = nullptr;
   std::string schema;
   std::vector<const ejk_param_info*> args;
+  // The op's tuning axes: the schema's last argument, `int[]? tune`, holds one value for each
+  // (0: not given), so cfg= reaches libejk through any torch.compile graph as a list of ints.
+  std::vector<const ejk_param_info*> tuning;
 };
 
 // The torch schema type of a scalar: every scalar is optional (None: the spec's default).
@@ -235,6 +238,9 @@ Op make_op(const char* name) {
       op.args.push_back(&p);
     }
   }
+  for (int32_t i = 0; i < info.num_params; ++i)
+    if (info.params[i].role == EJK_PARAM_TUNING) op.tuning.push_back(&info.params[i]);
+  if (!op.tuning.empty()) params += ", int[]? tune=None";
   for (int32_t i = 0; i < info.num_params; ++i) {
     if (info.params[i].role != EJK_PARAM_OUTPUT) continue;
     returns += std::string(outputs++ ? ", " : "") + "Tensor " + info.params[i].name;
@@ -254,13 +260,25 @@ const std::vector<Op>& ops() {
   return all;
 }
 
+// The schema's `tune` list as EJK_ARG_TUNE entries after args[0, n); returns the new count.
+int tuning_args(const Op& op, StableIValue value, ejk_arg* args, int n) {
+  const auto v = torch::stable::detail::to<std::optional<std::vector<int64_t>>>(value);
+  if (!v) return n;
+  if (v->size() != op.tuning.size())
+    throw std::invalid_argument(std::string(op.name) + ": tune: expected " + std::to_string(op.tuning.size()) +
+                                " values (one per tuning axis), got " + std::to_string(v->size()));
+  for (size_t i = 0; i < v->size(); ++i)
+    if ((*v)[i] != 0) args[n++] = ejk_arg{op.tuning[i]->name, EJK_ARG_TUNE, nullptr, {(*v)[i], 0}, 0.0};
+  return n;
+}
+
 // One call of ops()[index]: reads the stack by the op's arguments, asks libejk for the outputs'
 // shapes, allocates them on the inputs' device, runs, and returns the outputs on the stack.
 void call(int index, StableIValue* stack, uint64_t num_inputs, uint64_t num_outputs) {
   using torch::stable::detail::from;
   using torch::stable::detail::to;
   const Op& op = ops()[size_t(index)];
-  if (num_inputs != op.args.size())
+  if (num_inputs != op.args.size() + (op.tuning.empty() ? 0 : 1))
     throw std::runtime_error(std::string("ejk.torch: ") + op.name + ": called with an unexpected argument count");
   std::optional<Described> tensors[kMaxArgs];
   Described outputs[kMaxOutputs];
@@ -306,6 +324,7 @@ void call(int index, StableIValue* stack, uint64_t num_inputs, uint64_t num_outp
     }
     args[n++] = a;
   }
+  if (!op.tuning.empty()) n = tuning_args(op, stack[op.args.size()], args, n);
   if (!first) throw std::invalid_argument(std::string(op.name) + ": expected at least one tensor");
   const Where w = where(*first);
   ejk_output_spec specs[kMaxOutputs];

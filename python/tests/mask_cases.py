@@ -49,16 +49,37 @@ def cases(types):
                                                                                  zero_policy="none"),
         "kv-lengths": lambda: M.from_segments(seg).apply_causal().apply_kv_lengths(
             np.array([7, 12], np.int32), q_len=4, end_index=np.array([7, 12], np.int32)),
+        "random": lambda: M.from_random(B, Q, K, sparsity=0.3, seed=5),
+        "dynamic-init-padding": lambda: M.dynamic_init(attention_mask=pad),
+        "dynamic-init-ids": lambda: M.dynamic_init(input_ids=seg),
+        "materialized-segment-ids": lambda: M.from_attention_mask(dense3).materialize_segment_ids(),
     }
 
 
 def results(info):
     """The arrays compared between the seed and ejk: the dense mask, the visible segment ids
-    and the positions."""
+    and the positions, and the views' results."""
+    info.get_or_compute_segment_ids()  # the seed's MaskInfo keeps the ids it computes, which its views read
+    seen = views(info)
     q_ids, kv_ids = info.get_or_compute_segment_ids()
     q_pos, kv_pos = info.get_or_compute_positions()
     out = {"mask": np.asarray(info.get_or_compute_attention_mask()), "q_ids": np.asarray(q_ids),
            "kv_ids": np.asarray(kv_ids), "bias": np.asarray(info.create_bias())}
     if q_pos is not None:
         out["q_pos"], out["kv_pos"] = np.asarray(q_pos), np.asarray(kv_pos)
-    return out
+    return {**out, **seen}
+
+
+def views(info):
+    """The results of the methods that read a MaskInfo (both libraries' names)."""
+    out = {name: getattr(info, name) for name in ("q_lens", "kv_lens") if getattr(info, name) is not None}
+    q_mask, kv_mask, pair = info.get_qkv_masks()
+    cu_q, cu_kv = info.get_or_compute_qkv_cu_seqlens(max_segments=6)
+    out |= {"q_attention_mask": info.q_attention_mask, "q_position_ids": info.q_position_ids, "q_mask": q_mask,
+           "kv_mask": kv_mask, "pair_mask": pair, "cu_q": cu_q, "cu_kv": cu_kv,
+           "self_attention": bool(info.is_self_attention()), "multi_sequence": bool(info.is_multi_sequence),
+           "baked_in": [info.baked_in_masks[k] for k in ("causal", "sliding_window", "chunked", "token_type_ids")],
+           "float_mask": info.to_dtype(np.float32).attention_mask,
+           "materialized": info.materialize_attention_mask().attention_mask,
+           "chunked_static": info.create_chunked_attention_mask(4, Q, K, offset=1)}
+    return {key: np.asarray(value) for key, value in out.items()}

@@ -137,3 +137,28 @@ def test_a_band_without_the_diagonal_is_refused(rng):
     q = jnp.asarray(rng.standard_normal((mask_cases.B, mask_cases.Q, 2, 64)), jnp.float32)
     with pytest.raises(NotImplementedError, match=r"^mask_info: keys at k - q in \[-inf, -1\]"):
         flash_attention(q, q, q, mask_info=MaskInfo.from_segments(seg).apply_causal(-1))
+
+
+def test_views_under_jit():
+    seg = jnp.asarray([[0, 0, 1, 1, 1, -1], [0, 0, 0, 0, -1, -1]], jnp.int32)
+    cu = jax.jit(lambda ids: MaskInfo.from_segments(ids).get_or_compute_qkv_cu_seqlens(max_segments=3))(seg)
+    np.testing.assert_array_equal(np.asarray(cu[0]), [0, 6, 9, 9])
+    np.testing.assert_array_equal(np.asarray(MaskInfo.from_segments(seg).q_lens), [6, 3])
+    with pytest.raises(ValueError, match="q_lens: its length is the number of segments"):
+        jax.jit(lambda ids: MaskInfo.from_segments(ids).q_lens)(seg)
+    info = jax.jit(lambda ids: MaskInfo.from_segments(ids).to_dtype(jnp.float32))(seg)
+    assert info.attention_mask.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(info.attention_mask), np.asarray(MaskInfo.from_segments(seg).attention_mask))
+
+
+def test_visualize_classifies_blocks_of_the_dense_mask():
+    info = MaskInfo.from_segments(jnp.asarray([[0] * 10 + [1] * 6], jnp.int32)).apply_causal()
+    text = info.visualize(block_size=4, charset="ascii", return_str=True)
+    rows = text.splitlines()[1:]
+    assert [r[:5] for r in rows] == ["   0 ", "   0 ", " MIX ", "   1 "]
+    dense = np.asarray(info.attention_mask)[0, 0]
+    for r, row in enumerate(rows):
+        for c in range(4):
+            block = dense[4 * r:4 * r + 4, 4 * c:4 * c + 4]
+            want = "##" if block.all() else ".." if block.any() else "  "
+            assert row[5 + 2 * c:7 + 2 * c] == want, (r, c)

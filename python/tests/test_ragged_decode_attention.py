@@ -73,5 +73,5 @@ def test_refusals(rng):
         ragged_decode_attention(q, k, v, start, end, jnp.zeros((5, 2)))
     with pytest.raises(ValueError, match="sliding_window"):
         ragged_decode_attention(q, k, v, start, end, sliding_window=4)
-    with pytest.raises(NotImplementedError, match="cfg"):
-        ragged_decode_attention(q, k, v, start, end, cfg={"block_q": 64})
+    with pytest.raises(ValueError, match="block_q"):  # cfg is its flash_attention call's, checked by libejk
+        ragged_decode_attention(q, k, v, start, end, cfg={"block_q": 7})

@@ -76,6 +76,19 @@ TEST_CASE("C ABI: ejk_describe_op gives the spec's arguments in order", "[engine
   CHECK(std::string(causal->default_value) == "false");
   CHECK(causal->optional == 0);
 
+  // The tuning axes a caller may set come last; the head_dim axis, fixed by D, is none of them.
+  const ejk_param_info* block_q = find(info, "block_q");
+  REQUIRE(block_q != nullptr);
+  CHECK(block_q->role == EJK_PARAM_TUNING);
+  CHECK(std::string(block_q->type) == "i64");
+  CHECK(block_q->optional == 1);
+  CHECK(block_q == info.params + info.num_params - 2);
+  CHECK(find(info, "block_k")->role == EJK_PARAM_TUNING);
+  CHECK(find(info, "head_dim") == nullptr);
+  ejk_op_info pooling{};
+  REQUIRE(ejk_describe_op("mean_pooling", &pooling) == EJK_OK);
+  for (int32_t i = 0; i < pooling.num_params; ++i) CHECK(pooling.params[i].role != EJK_PARAM_TUNING);
+
   // The same storage again: bindings may keep the pointers.
   ejk_op_info again{};
   REQUIRE(ejk_describe_op("flash_attention", &again) == EJK_OK);

@@ -1,7 +1,7 @@
 // The engine's internals as an op's code sees them: the op registry (linked through
 // ejk_internal, whose objects a linker must not drop), element reads for the references,
 // leading-dim folding, typed scalar accessors with spec defaults, OpDef's CUDA default and the
-// per-call host plan (plan_metadata).
+// per-call host plan (plan_metadata), and which ops autotune in the call.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -18,6 +18,7 @@
 #include "engine/call.h"
 #include "engine/elements.h"
 #include "engine/op_def.h"
+#include "engine/tuning_store.h"
 #include "registry.h"
 
 using namespace ejk;
@@ -220,4 +221,24 @@ TEST_CASE("plan_metadata plans each call from its host metadata, read by the cal
   CHECK(run({0, 0, 9, 10}) == std::vector<int64_t>{0, 9, 1});
   // Ops that plan nothing see no blob (the registered mean_pooling runs as before).
   CHECK_FALSE(engine::find_op("mean_pooling").uses_plan_metadata());
+}
+
+TEST_CASE("autotune: a set value replaces EJK_AUTOTUNE; a list names the ops that autotune", "[engine][tune]") {
+  namespace tuning = engine::tuning;
+  tuning::set_autotune("1");
+  CHECK(tuning::autotune_enabled("flash_attention_backward"));
+  tuning::set_autotune("flash_attention");
+  CHECK(tuning::autotune_enabled("flash_attention"));
+  CHECK_FALSE(tuning::autotune_enabled("flash_attention_backward"));
+  CHECK(tuning::autotune_enabled());  // some op autotunes
+  tuning::set_autotune("flash_attention,flash_attention_backward");
+  CHECK(tuning::autotune_enabled("flash_attention_backward"));
+  // A name that is no op is refused and changes nothing.
+  CHECK_THROWS_WITH(tuning::set_autotune("flash_atention"), ContainsSubstring("'flash_atention' is not an op"));
+  CHECK(tuning::autotune_enabled("flash_attention_backward"));
+  CHECK_THROWS_AS(tuning::set_autotune("flash_attention,"), InvalidArgument);
+  tuning::set_autotune("off");
+  CHECK_FALSE(tuning::autotune_enabled("flash_attention"));
+  tuning::set_autotune(std::nullopt);  // EJK_AUTOTUNE again (unset in the tests: off)
+  CHECK_FALSE(tuning::autotune_enabled("flash_attention"));
 }

@@ -46,6 +46,10 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         float32, as precise as any setting asks.
       platform: None or "auto" (where the arrays are), "cpu", "cuda"; the seed's "xla" is
         "auto", its "triton", "cute" and "tilelang" are "cuda"; "pallas" is refused.
+      cfg: None (an ejk.ops.overlay_cache's value for flash_attention, else the tuning store's
+        winner, else the spec's heuristic), or a mapping of tuning axes to ints, e.g.
+        dict(block_q=64, block_k=128): used as given, never overridden. The gradient's
+        flash_attention_backward does not inherit it (its own axes: an overlay's entry for it).
 {sharding}
 
     Returns:
@@ -63,8 +67,8 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
 def flash_attention_with_lse(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_seqlens_k=None,
                              softmax_aux=None, /, *, q_segment_ids=None, kv_segment_ids=None, mask_info=None,
                              softmax_scale=None, causal=False, sliding_window=None, logits_soft_cap=None,
-                             normalize_output=True, max_seqlen_q=None, max_seqlen_k=None, platform=None, mesh=None,
-                             in_specs=None, out_specs=None):
+                             normalize_output=True, max_seqlen_q=None, max_seqlen_k=None, platform=None, cfg=None,
+                             mesh=None, in_specs=None, out_specs=None):
     """flash_attention{on} returning (out, lse), lse the float32 log-sum-exp (natural log) of
     each row, [B, Hq, Sq] (varlen [1, Hq, Tq]): what merge_attention_states takes.
 
@@ -82,7 +86,7 @@ def flash_attention_with_lse(fw, query, key, value, bias=None, cum_seqlens_q=Non
                    dict(softmax_scale=softmax_scale, causal=causal, sliding_window=sliding_window,
                         logits_soft_cap=logits_soft_cap, normalize_output=normalize_output,
                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k),
-                   dict(platform=platform), (mesh, in_specs, out_specs), return_lse=True)
+                   dict(platform=platform, cfg=cfg), (mesh, in_specs, out_specs), return_lse=True)
 
 
 def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
@@ -190,8 +194,6 @@ def _full_specs(fw, in_specs, mask_info, mesh, tensors, return_lse):
 WRAPPERS = (flash_attention, flash_attention_with_lse)
 
 _JAX_SHARDING = """\
-      cfg: None (the tuning store's winner, else the spec's heuristic), or a mapping of tuning axes
-        to ints, e.g. dict(block_q=64, block_k=128): used as given, never overridden.
       mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh, each
         device running the kernel on its local shard; given fewer, unsharded (as in
         ejkernel.modules). in_specs: the seed's seven, a PartitionSpec for each of query, key,
@@ -207,7 +209,7 @@ _JAX_SHARDING = """\
 # The framework's parts of the docstring.
 DOCS = {"jax": {"sharding": _JAX_SHARDING},
         "torch": {"on": ", on torch tensors", "devices": ", on one device (CPU or CUDA)",
-                  "sharding": "      cfg (NotImplementedError), mesh, in_specs, out_specs: None only."}}
+                  "sharding": "      mesh, in_specs, out_specs: None only."}}
 
 
 def _vmap(op, size, names, in_batched, operands):

@@ -55,14 +55,15 @@ def flash_mla(fw, query, key_value, w_kc, w_vc, b_q=None, b_k=None, cu_seqlens=N
       sliding_window: int w, meaning (w, w), or (left, right): keys in [q - left, q + right].
       softmax_dtype: any float dtype: the softmax always runs in float32.
       platform: None or "auto" (where the arrays are), "cpu", "cuda"; the seed's "xla" is
-        "auto", "triton" is "cuda". cfg: None only.
+        "auto", "triton" is "cuda".
+      cfg: flash_attention's tuning values (e.g. dict(block_q=64, block_k=128)), or None.
 
     Returns:
       out [B, T, Hq, d_v], query's dtype. Gradients reach query, key_value, w_kc, w_vc, b_q,
       b_k, bias and softmax_aux. Where d_v differs from the q/K width, the narrower of V and
       q/K is zero-padded to the other (exact; its cost is the padded width in the kernel).
     """
-    fw.refuse("flash_mla", dropout_prob=not deterministic and dropout_prob > 0.0, cfg=cfg is not None)
+    fw.refuse("flash_mla", dropout_prob=not deterministic and dropout_prob > 0.0)
     if softmax_dtype is not None and not fw.is_float_dtype(softmax_dtype):
         raise ValueError(f"softmax_dtype: expected a floating dtype, got {softmax_dtype!r}")
     xp = _xp(fw)
@@ -90,7 +91,7 @@ def flash_mla(fw, query, key_value, w_kc, w_vc, b_q=None, b_k=None, cu_seqlens=N
     varlen = dict(cum_seqlens_q=cu_seqlens, cum_seqlens_k=cu_seqlens) if cu_seqlens is not None else {}
     out = _flash.flash_attention(fw, q, k, v, bias, varlen.get("cum_seqlens_q"), varlen.get("cum_seqlens_k"),
                                  softmax_aux, softmax_scale=scale, causal=causal, sliding_window=sliding_window,
-                                 logits_soft_cap=logits_soft_cap, platform=platform)
+                                 logits_soft_cap=logits_soft_cap, platform=platform, cfg=cfg)
     return out if d == d_v else out[..., :d_v]
 
 

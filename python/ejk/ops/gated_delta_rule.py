@@ -40,12 +40,12 @@ def gated_delta_rule(fw, query, key, value, beta, decay=None, seg_ids=None, init
       [B, H, K, V] in query's dtype as the seed's. Gradients reach query, key, value, beta, decay
       and initial_state (the decay's is 0 where the clamp is active).
     """
-    fw.refuse("gated_delta_rule", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("gated_delta_rule", platform=platform not in (None, "auto"),
               mesh=mesh is not None, in_specs=in_specs is not None, out_specs=out_specs is not None)
     return_state = fw.scalar("return_state", return_state, "bool")
     fw.scalar("use_chunked", use_chunked, "bool")
     query = fw.array("query", query)
-    result = fw.call("gated_delta_rule", q=query, k=fw.array("key", key), v=fw.array("value", value),
+    result = fw.call("gated_delta_rule", cfg=cfg, q=query, k=fw.array("key", key), v=fw.array("value", value),
                      beta=fw.array("beta", beta), decay=fw.array("decay", decay), seg_ids=fw.array("seg_ids", seg_ids),
                      initial_state=_cast(fw, fw.array("initial_state", initial_state), "float32"),
                      use_qk_l2norm=use_qk_l2norm)

@@ -29,9 +29,9 @@ def gla_attention(fw, query, key, value, g=None, g_gamma=None, initial_state=Non
       latter float32 [B, H, K, V] (varlen [N, H, K, V]). Gradients reach query, key, value, g
       and initial_state.
     """
-    fw.refuse("gla_attention", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    fw.refuse("gla_attention", platform=platform not in (None, "auto"))
     return_state = fw.scalar("return_state", return_state, "bool")
-    result = fw.call("recurrent_attention", q=fw.array("query", query), k=fw.array("key", key),
+    result = fw.call("recurrent_attention", cfg=cfg, q=fw.array("query", query), k=fw.array("key", key),
                      v=fw.array("value", value), g=fw.array("g", g), g_gamma=fw.array("g_gamma", g_gamma),
                      initial_state=fw.array("initial_state", initial_state),
                      cu_seqlens=fw.array("cu_seqlens", cu_seqlens), softmax_scale=softmax_scale, reverse=reverse)

@@ -44,7 +44,7 @@ def grouped_matmul(fw, lhs, rhs, group_sizes, group_offset=None, existing_out=No
     """
     fw.refuse("grouped_matmul", rhs_scale=rhs_scale is not None, rhs_bias=rhs_bias is not None,
               out_shard_callback=out_shard_callback is not None, platform=platform not in (None, "auto"),
-              cfg=cfg is not None, mesh=mesh is not None, in_specs=in_specs is not None,
+              mesh=mesh is not None, in_specs=in_specs is not None,
               out_specs=out_specs is not None)
     for name, value in (("interpret", interpret), ("do_padding", do_padding), ("use_v2", use_v2),
                         ("use_v3", use_v3)):
@@ -52,7 +52,7 @@ def grouped_matmul(fw, lhs, rhs, group_sizes, group_offset=None, existing_out=No
     transpose_rhs = fw.scalar("transpose_rhs", transpose_rhs, "bool")
     offset = fw.array("group_offset", group_offset)
     weights = {"rhs_t" if transpose_rhs else "rhs": fw.array("rhs", rhs)}
-    out = fw.call("grouped_matmul", lhs=fw.array("lhs", lhs), **weights,
+    out = fw.call("grouped_matmul", cfg=cfg, lhs=fw.array("lhs", lhs), **weights,
                   group_sizes=fw.array("group_sizes", group_sizes),
                   group_offset=None if offset is None else offset.reshape(1),
                   existing_out=fw.array("existing_out", existing_out))["out"]

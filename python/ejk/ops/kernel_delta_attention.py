@@ -30,12 +30,12 @@ def kernel_delta_attention(fw, query, key, value, beta, decay=None, initial_stat
       final_state float32 [B, H, K, V]. Gradients reach query, key, value, beta, decay and
       initial_state.
     """
-    fw.refuse("kernel_delta_attention", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    fw.refuse("kernel_delta_attention", platform=platform not in (None, "auto"))
     return_state = fw.scalar("return_state", return_state, "bool")
     fw.scalar("use_chunked", use_chunked, "bool")
     if fw.scalar("chunk_size", chunk_size, "i64") <= 0:
         raise ValueError(f"chunk_size: must be positive, got {chunk_size}")
-    result = fw.call("gated_delta_rule", q=fw.array("query", query), k=fw.array("key", key),
+    result = fw.call("gated_delta_rule", cfg=cfg, q=fw.array("query", query), k=fw.array("key", key),
                      v=fw.array("value", value), beta=fw.array("beta", beta), decay=fw.array("decay", decay),
                      initial_state=_cast(fw, fw.array("initial_state", initial_state), "float32"),
                      softmax_scale=softmax_scale, use_qk_l2norm=use_qk_l2norm)

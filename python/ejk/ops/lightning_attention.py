@@ -44,7 +44,7 @@ def lightning_attention(fw, query, key, value, initial_state=None, cu_seqlens=No
       latter float32 [B, H, K, V] (varlen [N, H, K, V]). Gradients reach query, key, value and
       initial_state.
     """
-    fw.refuse("lightning_attention", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    fw.refuse("lightning_attention", platform=platform not in (None, "auto"))
     return_state = fw.scalar("return_state", return_state, "bool")
     layer_idx = fw.scalar("layer_idx", layer_idx, "i64")
     num_layers = fw.scalar("num_layers", num_layers, "i64")
@@ -54,7 +54,7 @@ def lightning_attention(fw, query, key, value, initial_state=None, cu_seqlens=No
     if query.ndim not in (3, 4):
         raise ValueError(f"query: expected [B, T, H, K] or packed [T, H, K], got {query.ndim} dims")
     gamma = _as_array(fw, query, lightning_decay(query.shape[-2], layer_idx, num_layers))
-    result = fw.call("recurrent_attention", q=query, k=fw.array("key", key), v=fw.array("value", value),
+    result = fw.call("recurrent_attention", cfg=cfg, q=query, k=fw.array("key", key), v=fw.array("value", value),
                      g_gamma=gamma, initial_state=fw.array("initial_state", initial_state),
                      cu_seqlens=fw.array("cu_seqlens", cu_seqlens), softmax_scale=softmax_scale, reverse=reverse)
     return (result["o"], result["final_state"]) if return_state else result["o"]

@@ -13,17 +13,16 @@ def mean_pooling(fw, x, cu_seqlens=None, /, *, chunk_size=32, platform=None, cfg
       chunk_size: a tiling knob of ejkernel's Triton kernel; unused here, as in its XLA one.
       platform: None or "auto" (where x is), "cpu", "cuda"; the seed's "xla" is "auto", its
         "triton", "cute", "tilelang" are "cuda"; "pallas" is refused.
-      cfg: None only (NotImplementedError).
+      cfg: None only (the op has no tuning axes: anything else is a ValueError).
 
     Returns:
       [B, D] (varlen [N, D]) in x's dtype, summed in float32; a sequence without tokens gives 0.
       Its gradient is the output's gradient divided by the length at every token.
     """
-    fw.refuse("mean_pooling", cfg=cfg is not None)
     fw.scalar("chunk_size", chunk_size, "i64")
     x = fw.array("x", x)
     fw.on_platform("mean_pooling", _kit.platform(platform), x)
-    return fw.call("mean_pooling", x=x, cu_seqlens=fw.array("cu_seqlens", cu_seqlens))["out"]
+    return fw.call("mean_pooling", cfg=cfg, x=x, cu_seqlens=fw.array("cu_seqlens", cu_seqlens))["out"]
 
 
 WRAPPERS = (mean_pooling,)

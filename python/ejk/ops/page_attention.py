@@ -33,13 +33,13 @@ def page_attention(fw, query, key_cache, value_cache, context_lens, block_tables
     Returns:
       [S, Hq, D] in query's dtype.{no_gradient}
     """
-    fw.refuse("page_attention", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("page_attention", platform=platform not in (None, "auto"),
               inline_seq_dim=inline_seq_dim is not True)
     fw.scalar("mask_value", mask_value, "f32")
     tensors = {name: fw.array(name, x) for name, x in
                (("query", query), ("key_cache", key_cache), ("value_cache", value_cache),
                 ("context_lens", context_lens), ("block_tables", block_tables))}
-    result = fw.call("page_attention", **tensors, attn_scale=attn_scale, max_context_len=max_context_len,
+    result = fw.call("page_attention", cfg=cfg, **tensors, attn_scale=attn_scale, max_context_len=max_context_len,
                      num_splits=num_splits, attn_logits_soft_cap=attn_logits_soft_cap, sliding_window=sliding_window)
     return result["out"]
 

@@ -28,13 +28,13 @@ def prefill_page_attention(fw, query, key_cache, value_cache, context_len, page_
     Returns:
       [C, Hq, D] in query's dtype.{no_gradient}
     """
-    fw.refuse("prefill_page_attention", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    fw.refuse("prefill_page_attention", platform=platform not in (None, "auto"))
     fw.scalar("mask_value", mask_value, "f32")
     tensors = {name: fw.array(name, x) for name, x in
                (("query", query), ("key_cache", key_cache), ("value_cache", value_cache),
                 ("page_indices", page_indices))}
     tensors["context_len"] = fw.array("context_len", context_len).reshape(1)
-    result = fw.call("prefill_page_attention", **tensors, softmax_scale=softmax_scale,
+    result = fw.call("prefill_page_attention", cfg=cfg, **tensors, softmax_scale=softmax_scale,
                      attn_logits_soft_cap=attn_logits_soft_cap, sliding_window=sliding_window)
     return result["out"]
 

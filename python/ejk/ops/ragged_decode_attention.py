@@ -91,12 +91,13 @@ def ragged_decode_attention(fw, query, key, value, sequence_start, sequence_end,
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       sliding_window: (left, right): also only keys in [end - 1 - left, end - 1 + right].
       logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
-      platform ("auto" or None), cfg, mesh, in_specs, out_specs: None only.
+      platform ("auto" or None), mesh, in_specs, out_specs: None only.
+      cfg: the flash_attention call's tuning values (e.g. dict(block_q=32)), or None.
 
     Returns:
       out, query's shape and dtype; a sequence with no visible key (and no sinks) gives zeros.
     """
-    fw.refuse("ragged_decode_attention", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("ragged_decode_attention", platform=platform not in (None, "auto"),
               mesh=mesh is not None, in_specs=in_specs is not None, out_specs=out_specs is not None)
     xp = _xp(fw)
     q, k, v = fw.array("query", query), fw.array("key", key), fw.array("value", value)
@@ -117,7 +118,7 @@ def ragged_decode_attention(fw, query, key, value, sequence_start, sequence_end,
             q.reshape(b, hkv, hq // hkv, d).transpose(0, 2, 1, 3)  # [B, group, Hkv, D]
     q_seg = _int32(fw, xp.zeros(queries.shape[:2], dtype=kv_seg.dtype) if fw.name != "torch"
                    else xp.zeros(queries.shape[:2], dtype=kv_seg.dtype, device=kv_seg.device))
-    out = fw.call("flash_attention", q=queries, k=k, v=v, q_segment_ids=q_seg, kv_segment_ids=kv_seg,
+    out = fw.call("flash_attention", cfg=cfg, q=queries, k=k, v=v, q_segment_ids=q_seg, kv_segment_ids=kv_seg,
                   softmax_aux=aux, softmax_scale=softmax_scale, logits_soft_cap=logits_soft_cap)["out"]
     if queries.shape[1] == 1 and queries.shape[2] == hq:
         out = out[:, 0]

@@ -53,7 +53,7 @@ def ragged_page_attention_v2(fw, queries, kv_pages, context_lens, block_tables, 
     Returns:
       [T, Hq, D] in queries' dtype.{no_gradient}
     """
-    fw.refuse("ragged_page_attention_v2", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("ragged_page_attention_v2", platform=platform not in (None, "auto"),
               mesh=mesh is not None, in_specs=in_specs is not None, out_specs=out_specs is not None)
     if mask_value is not None:
         fw.scalar("mask_value", mask_value, "f32")
@@ -63,7 +63,7 @@ def ragged_page_attention_v2(fw, queries, kv_pages, context_lens, block_tables, 
     tensors["num_seqs"] = _num_seqs(fw, num_seqs, tensors["context_lens"])
     if softmax_aux is not None:
         tensors["softmax_aux"] = fw.cast_float(fw.array("softmax_aux", softmax_aux), "float32")
-    result = fw.call("ragged_page_attention_v2", **tensors, softmax_scale=softmax_scale,
+    result = fw.call("ragged_page_attention_v2", cfg=cfg, **tensors, softmax_scale=softmax_scale,
                      logits_soft_cap=logits_soft_cap, sliding_window=sliding_window)
     return result["out"]
 

@@ -124,7 +124,7 @@ def ragged_page_attention_v3(fw, queries, keys, values, kv_cache, kv_lens, block
       (out [T, Hq, D] in queries' dtype, the updated kv_cache); torch updates kv_cache in place
       and returns it.{no_gradient}
     """
-    fw.refuse("ragged_page_attention_v3", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("ragged_page_attention_v3", platform=platform not in (None, "auto"),
               mesh=mesh is not None, in_specs=in_specs is not None, out_specs=out_specs is not None)
     xp = _xp(fw)
     q, k, v = fw.array("queries", queries), fw.array("keys", keys), fw.array("values", values)
@@ -150,7 +150,7 @@ def ragged_page_attention_v3(fw, queries, keys, values, kv_cache, kv_lens, block
                    query_start_loc=qsl, num_seqs=dist[2:3])
     if softmax_aux is not None:
         tensors["softmax_aux"] = fw.cast_float(fw.array("softmax_aux", softmax_aux), "float32")
-    out = fw.call("ragged_page_attention_v2", **tensors, softmax_scale=scale, logits_soft_cap=logits_soft_cap,
+    out = fw.call("ragged_page_attention_v2", cfg=cfg, **tensors, softmax_scale=scale, logits_soft_cap=logits_soft_cap,
                   sliding_window=sliding_window)["out"]
     if cache.shape[-1] != d:
         out = out[..., :d]

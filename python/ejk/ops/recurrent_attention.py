@@ -32,7 +32,7 @@ def recurrent_attention(fw, query, key, value, g=None, g_gamma=None, gk=None, gv
       return_state: also return the final state.
       platform: None or "auto" (where query is), "cpu", "cuda"; the seed's "xla" is "auto",
         its "triton", "cute", "tilelang" are "cuda"; "pallas" is refused.
-      cfg: None only (NotImplementedError).
+      cfg: None only (the op has no tuning axes: anything else is a ValueError).
 
     Returns:
       o [B, T, H, V] (value's shape, query's dtype); with return_state, (o, final_state) where
@@ -40,12 +40,11 @@ def recurrent_attention(fw, query, key, value, g=None, g_gamma=None, gk=None, gv
       value, g, gk, gv and initial_state (the states are recomputed from checkpoints, not
       saved per token); those of g and gk are equal, as both scale the same rows.
     """
-    fw.refuse("recurrent_attention", cfg=cfg is not None)
     return_state = fw.scalar("return_state", return_state, "bool")
     tensors = {name: fw.array(seed, x) for (seed, name), x in
                zip(_TENSORS, (query, key, value, g, g_gamma, gk, gv, initial_state, cu_seqlens))}
     fw.on_platform("recurrent_attention", _kit.platform(platform), tensors["q"])
-    result = fw.call("recurrent_attention", **tensors, softmax_scale=softmax_scale, reverse=reverse)
+    result = fw.call("recurrent_attention", cfg=cfg, **tensors, softmax_scale=softmax_scale, reverse=reverse)
     return (result["o"], result["final_state"]) if return_state else result["o"]
 
 

@@ -44,7 +44,7 @@ def state_space_v1(fw, hidden_states, A, B, C, D, dt, /, gate=None, initial_stat
       hidden_states' dtype, conv_state). Gradients reach every tensor but conv_state; the
       backward recomputes the states per chunk instead of saving them per token.
     """
-    fw.refuse("state_space_v1", platform=platform not in (None, "auto"), cfg=cfg is not None)
+    fw.refuse("state_space_v1", platform=platform not in (None, "auto"))
     arrays = [fw.array(seed, x) for (seed, _), x in
               zip(_TENSORS, (hidden_states, A, B, C, D, dt, gate, initial_state))]
     tensors = dict(zip((name for _, name in _TENSORS), arrays))
@@ -54,7 +54,7 @@ def state_space_v1(fw, hidden_states, A, B, C, D, dt, /, gate=None, initial_stat
     fused = act_fn is None
     if not fused:
         tensors["gate"] = None
-    result = fw.call("state_space_v1", **tensors)
+    result = fw.call("state_space_v1", cfg=cfg, **tensors)
     y = result["y"]
     if not fused and arrays[6] is not None:
         y = y * act_fn(arrays[6])

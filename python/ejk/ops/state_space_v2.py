@@ -55,7 +55,7 @@ def state_space_v2(fw, x, A, B, C, D, dt, /, gate=None, initial_state=None, conv
       conv_state). Gradients reach every tensor but conv_state; the backward recomputes the
       states per chunk instead of saving them per token.
     """
-    fw.refuse("state_space_v2", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("state_space_v2", platform=platform not in (None, "auto"),
               precision=not fw.is_default_precision(precision))
     n_groups = fw.scalar("n_groups", n_groups, "i64")
     rmsnorm_eps = fw.scalar("rmsnorm_eps", rmsnorm_eps, "f64")
@@ -68,7 +68,7 @@ def state_space_v2(fw, x, A, B, C, D, dt, /, gate=None, initial_state=None, conv
                          f"({tensors['b'].shape[2]})")
     for name in ("a", "d", "initial_state"):
         tensors[name] = _float32(tensors[name])
-    result = fw.call("state_space_v2", **tensors)
+    result = fw.call("state_space_v2", cfg=cfg, **tensors)
     b, s, h, p = xs.shape
     y = result["y"].reshape(b, s, h * p)
     if gate is not None:

@@ -33,7 +33,7 @@ def unified_attention(fw, queries, key_cache, value_cache, kv_lens, block_tables
     Returns:
       [T, Hq, D] in queries' dtype.{no_gradient}
     """
-    fw.refuse("unified_attention", platform=platform not in (None, "auto"), cfg=cfg is not None,
+    fw.refuse("unified_attention", platform=platform not in (None, "auto"),
               mesh=mesh is not None, in_specs=in_specs is not None, out_specs=out_specs is not None,
               causal=causal is not True)
     tensors = {name: fw.array(name, x) for name, x in
@@ -45,7 +45,7 @@ def unified_attention(fw, queries, key_cache, value_cache, kv_lens, block_tables
     # The seed's "off" values: a window or cap of 0 (or less) is none.
     window = None if sliding_window is None or sliding_window <= 0 else sliding_window
     cap = None if logits_soft_cap is None or logits_soft_cap <= 0 else logits_soft_cap
-    result = fw.call("unified_attention", **tensors, softmax_scale=softmax_scale, logits_soft_cap=cap,
+    result = fw.call("unified_attention", cfg=cfg, **tensors, softmax_scale=softmax_scale, logits_soft_cap=cap,
                      sliding_window=window)
     return result["out"]
 

@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from .mask_views import MaskViews
+
 _NO_BAND = (None, None)
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -122,7 +124,7 @@ def _relabel(a_q, a_kv, b_q, b_kv, count):
 
 @jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass(frozen=True, eq=False)
-class MaskInfo:
+class MaskInfo(MaskViews):
     """Attention mask information, as ``ejkernel.types.MaskInfo`` (same constructors, methods and
     results; a dense mask only when one is asked for). Build it with from_segments,
     from_attention_mask or from_cu_seqlens; compose with apply_*; pass it as
@@ -143,6 +145,7 @@ class MaskInfo:
     sliding_window_baked_in: bool = False
     chunked_mask_baked_in: bool = False
     token_type_ids_baked_in: bool = False
+    _mask_dtype: object = np.dtype(np.bool_)  # what attention_mask is read as (to_dtype)
     batch_axis_name: object = ("dp", "fsdp")
     qheads_axis_name: object = "tp"
     kvheads_axis_name: object = "tp"
@@ -281,7 +284,7 @@ class MaskInfo:
 
     @property
     def attention_mask(self):
-        return self.get_or_compute_attention_mask()
+        return self.get_or_compute_attention_mask(self._mask_dtype)
 
     @property
     def bias(self):

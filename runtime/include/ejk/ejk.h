@@ -45,6 +45,12 @@ EJK_API void ejk_set_compile_observer(ejk_compile_observer observer, void* user)
  * (ejk/bundle.h): variants not built in then come from it before the disk cache and the JIT. */
 EJK_API int ejk_load_bundle(const char* path);
 
+/* In-call autotuning for this process, replacing EJK_AUTOTUNE's value: "1" every op, "0" none, or
+ * a comma-separated list of op names (the backward ops left out: forward ops only); NULL follows
+ * EJK_AUTOTUNE again. It applies to plans made after it (a plan is made once per problem class).
+ * EJK_INVALID_ARGUMENT, changing nothing, for a value that is none of these. */
+EJK_API int ejk_set_autotune(const char* ops);
+
 EJK_API const char* ejk_last_error(void);
 
 /* A program's own CPU variants, compiled into it: CMake's ejk_generate_kernels generates them
@@ -70,14 +76,16 @@ EJK_API int ejk_register_cpu_variants(const char* kernel_abi, const ejk_cpu_vari
 EJK_API int32_t ejk_op_count(void);
 EJK_API const char* ejk_op_name(int32_t index);
 
-typedef enum { EJK_PARAM_INPUT = 0, EJK_PARAM_OUTPUT = 1, EJK_PARAM_SCALAR = 2 } ejk_param_role;
+/* EJK_PARAM_TUNING: a tuning axis a caller may set with EJK_ARG_TUNE (block sizes and the like);
+ * left out, the tuning store's value or the spec's heuristic is used. */
+typedef enum { EJK_PARAM_INPUT = 0, EJK_PARAM_OUTPUT = 1, EJK_PARAM_SCALAR = 2, EJK_PARAM_TUNING = 3 } ejk_param_role;
 typedef struct {
   const char* name;
   int32_t role;              /* ejk_param_role */
   int32_t optional;          /* tensors: may be omitted; scalars: the default is "none" (absent) */
   int32_t contiguous;        /* tensors: must be contiguous as a whole (else: the last dim only) */
-  const char* type;          /* tensors: dtypes as "bf16|f16|f32"; scalars: f32, f64, i64, bool, i64[2] */
-  const char* layout;        /* tensors: "[B, Sq, Hq, D]" or "like q"; scalars: "" */
+  const char* type;          /* tensors: dtypes as "bf16|f16|f32"; scalars: f32, f64, i64, bool, i64[2]; tuning: i64 */
+  const char* layout;        /* tensors: "[B, Sq, Hq, D]" or "like q"; scalars: ""; tuning: the values it takes */
   const char* default_value; /* scalars: the spec's text ("true", "none", "1/sqrt(D)"); tensors: "" */
   const char* doc;
 } ejk_param_info;
@@ -85,7 +93,8 @@ typedef struct {
   const char* name;
   const char* doc;
   int32_t num_params;
-  const ejk_param_info* params; /* tensors (inputs and outputs) in the spec's order, then scalars */
+  const ejk_param_info* params; /* tensors (inputs and outputs) in the spec's order, then scalars, then
+                                   tuning axes */
 } ejk_op_info;
 /* Fills *info for op; EJK_INVALID_ARGUMENT naming the ops there are for an unknown one. */
 EJK_API int ejk_describe_op(const char* op, ejk_op_info* info);

@@ -11,6 +11,7 @@
 #include "ejk/core/error.h"
 #include "ejk/op.h"
 #include "engine/op_def.h"
+#include "engine/tuning_store.h"
 
 namespace ejk::capi {
 namespace {
@@ -104,6 +105,12 @@ extern "C" void ejk_set_compile_observer(ejk_compile_observer observer, void* us
   set_compile_observer([observer, user](std::string_view key, bool started) {
     const std::string k(key);  // NUL-terminated for C
     observer(user, k.c_str(), started ? 1 : 0);
+  });
+}
+
+extern "C" int ejk_set_autotune(const char* ops) {
+  return capi::guarded([&] {
+    engine::tuning::set_autotune(ops == nullptr ? std::nullopt : std::optional<std::string>(ops));
   });
 }
 

@@ -57,6 +57,11 @@ void fill(Described& d) {
   for (const OpScalarInfo& s : d.info.scalars)
     d.params.push_back(param(s.name, EJK_PARAM_SCALAR, s.default_value == "none", false, s.type, empty,
                              s.default_value, s.doc));
+  // The int axes no argument sets: what a caller's EJK_ARG_TUNE entries may name.
+  static const std::string i64 = "i64", none = "none";
+  for (const OpAxisInfo& a : d.info.axes)
+    if (a.kind == "int" && a.tuning && !a.from_argument)
+      d.params.push_back(param(a.name, EJK_PARAM_TUNING, true, false, i64, a.domain, none, a.doc));
   d.c = {d.info.name.c_str(), d.info.doc.c_str(), static_cast<int32_t>(d.params.size()), d.params.data()};
 }
 

@@ -102,7 +102,7 @@ std::shared_ptr<PlanData> make_plan(const Bound& b, Backend backend, const PlanI
   if (!caller_tuned(s, id.axes) && tuning::enabled()) {
     const TuningSlot slot = slot_of(s, backend, b.device, id, p->key);
     if (auto t = tuning::lookup(s, slot.fingerprint, slot.cls, slot.heuristic)) p->key = std::move(*t), p->tuned = true;
-    p->autotune = !p->tuned && tuning::autotune_enabled() && !s.backend(backend_name(backend)).configs.empty();
+    p->autotune = !p->tuned && tuning::autotune_enabled(b.op->name()) && !s.backend(backend_name(backend)).configs.empty();
   }
   p->axes = id.axes;
   p->problem = id.problem;

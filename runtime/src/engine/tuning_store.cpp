@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <sstream>
 
 #include "cache/disk_cache.h"
@@ -91,7 +94,51 @@ Record read_record(const fs::path& path) {
 
 bool enabled() { return util::env_bool("EJK_TUNING", true); }
 
-bool autotune_enabled() { return util::env_bool("EJK_AUTOTUNE", false); }
+namespace {
+
+std::mutex g_autotune_mu;
+std::optional<std::string> g_autotune;  // ejk_set_autotune's value, replacing EJK_AUTOTUNE's
+
+// `text` as EJK_AUTOTUNE takes it: whether it names `op` (empty op: whether it names any).
+bool autotunes(const std::string& text, std::string_view op, const char* source) {
+  for (std::string_view w : {"1", "true", "yes", "on"})
+    if (text == w) return true;
+  for (std::string_view w : {"0", "false", "no", "off"})
+    if (text == w) return false;
+  bool named = false;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string_view name = std::string_view(text).substr(begin, end - begin);
+    // Every name must be an op: a misspelt one is an error, not a silent "tune nothing".
+    const auto& ops = all_ops();
+    if (std::none_of(ops.begin(), ops.end(), [&](const OpDef* o) { return o->name() == name; }))
+      throw InvalidArgument(fmt::format("{}=\"{}\": expected 1, 0 (or true, false, yes, no, on, off) or a "
+                                        "comma-separated list of op names; '{}' is not an op", source, text, name));
+    named = named || op.empty() || name == op;
+    begin = end + 1;
+  }
+  return named;
+}
+
+}  // namespace
+
+bool autotune_enabled(std::string_view op) {
+  {
+    std::lock_guard lk(g_autotune_mu);
+    if (g_autotune) return autotunes(*g_autotune, op, "ejk_set_autotune");
+  }
+  const std::optional<std::string> text = util::env_string("EJK_AUTOTUNE");
+  if (!text) return false;
+  std::string lowered = *text;  // ON and On as on; op names are lower case
+  for (char& c : lowered) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return autotunes(lowered, op, "EJK_AUTOTUNE");
+}
+
+void set_autotune(std::optional<std::string> value) {
+  if (value) autotunes(*value, {}, "ejk_set_autotune");  // refused before it replaces anything
+  std::lock_guard lk(g_autotune_mu);
+  g_autotune = std::move(value);
+}
 
 fs::path root() { return cache::default_root().parent_path() / "tune-v1"; }
 

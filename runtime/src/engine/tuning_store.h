@@ -24,8 +24,13 @@ namespace ejk::engine::tuning {
 // EJK_TUNING: 1 (the default) lets plans read the store, 0 ignores it (the heuristic only).
 bool enabled();
 // EJK_AUTOTUNE: 1 lets the first call of a problem class without a record measure the spec's
-// candidate configs and record the fastest (engine/autotune.h); 0 (the default) does not.
-bool autotune_enabled();
+// candidate configs and record the fastest (engine/autotune.h); 0 (the default) does not; a
+// comma-separated list of op names does for those ops only (flash_attention,flash_attention_backward).
+// Whether it does for `op` (empty: for any op, as a check of the setting).
+bool autotune_enabled(std::string_view op = {});
+// Replaces EJK_AUTOTUNE's value for this process (ejk_set_autotune); nullopt: EJK_AUTOTUNE again.
+// InvalidArgument for a value EJK_AUTOTUNE could not hold.
+void set_autotune(std::optional<std::string> value);
 
 // <cache dir>/tune-v1, beside the cache's versioned root.
 std::filesystem::path root();
