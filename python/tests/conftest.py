@@ -12,14 +12,6 @@ if "EJK_CACHE_DIR" not in os.environ:
     os.environ["EJK_CACHE_DIR"] = tempfile.mkdtemp(prefix="ejk-pytest-cache-")
 sys.path.insert(0, os.path.dirname(__file__))  # reference.py
 
-try:
-    import jax
-    # A run-time error (a value check of metadata) surfaces when its result is awaited; with
-    # asynchronous CPU dispatch that can be after a test's `pytest.raises` block has closed.
-    jax.config.update("jax_cpu_enable_async_dispatch", False)
-except ImportError:  # the torch tests' interpreter may have no jax
-    pass
-
 
 def assert_close(got, want, dtype_name="float32"):
     """Max abs error relative to the reference's scale: 1e-5 for float32, 2e-2 for 16-bit."""

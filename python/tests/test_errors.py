@@ -34,7 +34,7 @@ def zeros(*shape, dtype=jnp.float32):
 ])
 def test_bad_arguments_raise_value_error_naming_them(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        call()
+        jax.block_until_ready(call())
 
 
 def test_checks_run_when_traced_under_jit():
@@ -46,7 +46,7 @@ def test_checks_run_when_traced_under_jit():
 def test_a_traced_option_is_a_value_error():
     f = jax.jit(lambda q, scale: flash_attention(q, q, q, softmax_scale=scale))
     with pytest.raises(ValueError, match="softmax_scale: expected a Python float known when tracing"):
-        f(zeros(1, 8, 2, 64), 0.5)
+        jax.block_until_ready(f(zeros(1, 8, 2, 64), 0.5))
 
 
 @pytest.mark.parametrize("kwargs, names", [
@@ -56,11 +56,11 @@ def test_a_traced_option_is_a_value_error():
 def test_unsupported_options_raise_not_implemented(kwargs, names):
     q = zeros(1, 8, 2, 64)
     with pytest.raises(NotImplementedError, match=names):
-        flash_attention(q, q, q, **kwargs)
+        jax.block_until_ready(flash_attention(q, q, q, **kwargs))
 
 
 def test_a_dense_mask_is_not_implemented():
     from ejk.types import MaskInfo
     q = zeros(1, 8, 2, 64)
     with pytest.raises(NotImplementedError, match="^mask_info: .*no mask-reading variant"):
-        flash_attention(q, q, q, mask_info=MaskInfo.from_attention_mask(jnp.tri(8, dtype=bool)[None] ^ jnp.eye(8, k=-3, dtype=bool)[None]))
+        jax.block_until_ready(flash_attention(q, q, q, mask_info=MaskInfo.from_attention_mask(jnp.tri(8, dtype=bool)[None] ^ jnp.eye(8, k=-3, dtype=bool)[None])))

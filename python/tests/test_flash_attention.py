@@ -135,7 +135,7 @@ def test_platform_names(rng, platform):
 def test_platform_refused(rng, platform, error, match):
     q, k, v = qkv(rng, sq=8, sk=8)
     with pytest.raises(error, match=match):
-        flash_attention(q, k, v, platform=platform)
+        jax.block_until_ready(flash_attention(q, k, v, platform=platform))
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -146,10 +146,10 @@ def test_platform_refused(rng, platform, error, match):
 def test_refused_by_name(rng, kwargs, match):
     q, k, v = qkv(rng, sq=8, sk=8)
     with pytest.raises((NotImplementedError, ValueError), match=match):
-        flash_attention(q, k, v, **kwargs)
+        jax.block_until_ready(flash_attention(q, k, v, **kwargs))
 
 
 def test_block_tables_refused(rng):
     q, k, v = qkv(rng, sq=8, sk=8)
     with pytest.raises(NotImplementedError, match=r"^flash_attention: block_tables is not supported"):
-        flash_attention(q, k, v, None, None, None, None, jnp.zeros((2, 1), jnp.int32))
+        jax.block_until_ready(flash_attention(q, k, v, None, None, None, None, jnp.zeros((2, 1), jnp.int32)))

@@ -125,12 +125,12 @@ def test_refusals(rng):
     x = operands(rng, "plain")
     args = (x["query"], x["key_value"], x["w_kc"], x["w_vc"])
     with pytest.raises(NotImplementedError, match="dropout_prob"):
-        flash_mla(*args, dropout_prob=0.1, deterministic=False, dropout_rng=jax.random.PRNGKey(0))
+        jax.block_until_ready(flash_mla(*args, dropout_prob=0.1, deterministic=False, dropout_rng=jax.random.PRNGKey(0)))
     with pytest.raises(NotImplementedError, match="logits_soft_cap"):
-        flash_mla(*args, bias=jnp.zeros((2, 4, 11, 11)), logits_soft_cap=3.0)
+        jax.block_until_ready(flash_mla(*args, bias=jnp.zeros((2, 4, 11, 11)), logits_soft_cap=3.0))
     with pytest.raises(ValueError, match="query: its head dim must be 24"):
-        flash_mla(*args, None, jnp.zeros((2, 11, 8)))
+        jax.block_until_ready(flash_mla(*args, None, jnp.zeros((2, 11, 8))))
     with pytest.raises(ValueError, match="w_vc"):
-        flash_mla(*args[:3], jnp.zeros((5, 2, 12)))
+        jax.block_until_ready(flash_mla(*args[:3], jnp.zeros((5, 2, 12))))
     # dropout_prob is unused when deterministic, as in the seed.
     assert flash_mla(*args, dropout_prob=0.1).shape == (2, 11, 4, 12)

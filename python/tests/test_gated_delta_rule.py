@@ -114,15 +114,15 @@ def test_bad_arguments_are_named(rng):
     x = inputs(rng)
     q, k, v, beta = x["q"], x["k"], x["v"], x["beta"]
     with pytest.raises(ValueError, match=r"\bbeta\b"):
-        gated_delta_rule(q, k, v, beta[..., None])
+        jax.block_until_ready(gated_delta_rule(q, k, v, beta[..., None]))
     with pytest.raises(ValueError, match=r"\bdecay\b"):
-        gated_delta_rule(q, k, v, beta, x["decay"][:, :5])
+        jax.block_until_ready(gated_delta_rule(q, k, v, beta, x["decay"][:, :5]))
     with pytest.raises(ValueError, match="seg_ids"):
-        gated_delta_rule(q, k, v, beta, None, jnp.zeros((2, 21), jnp.float32))
+        jax.block_until_ready(gated_delta_rule(q, k, v, beta, None, jnp.zeros((2, 21), jnp.float32)))
     with pytest.raises(NotImplementedError, match="mesh"):
-        gated_delta_rule(q, k, v, beta, mesh=object())
+        jax.block_until_ready(gated_delta_rule(q, k, v, beta, mesh=object()))
     with pytest.raises(ValueError, match="chunk_size"):
-        kernel_delta_attention(q, k, v, beta, chunk_size=0)
+        jax.block_until_ready(kernel_delta_attention(q, k, v, beta, chunk_size=0))
 
 
 @needs_seed

@@ -130,13 +130,13 @@ def test_lightning_gradients(rng):
 def test_bad_arguments_are_named(rng):
     x = inputs(rng)
     with pytest.raises(ValueError, match="num_layers"):
-        lightning_attention(x["q"], x["k"], x["v"], layer_idx=0, num_layers=0)
+        jax.block_until_ready(lightning_attention(x["q"], x["k"], x["v"], layer_idx=0, num_layers=0))
     with pytest.raises(TypeError, match="layer_idx"):
-        lightning_attention(x["q"], x["k"], x["v"], layer_idx=0.5, num_layers=2)
+        jax.block_until_ready(lightning_attention(x["q"], x["k"], x["v"], layer_idx=0.5, num_layers=2))
     with pytest.raises(ValueError, match=r"\bg\b"):
-        gla_attention(x["q"], x["k"], x["v"], x["g"][..., 0])
+        jax.block_until_ready(gla_attention(x["q"], x["k"], x["v"], x["g"][..., 0]))
     with pytest.raises(NotImplementedError, match="platform"):
-        gla_attention(x["q"], x["k"], x["v"], platform="triton")
+        jax.block_until_ready(gla_attention(x["q"], x["k"], x["v"], platform="triton"))
 
 
 @needs_seed

@@ -68,8 +68,8 @@ def test_forward_and_gradients(rng, name):
 def test_bad_arguments_are_named(rng):
     lhs, rhs = operands(rng)
     with pytest.raises(ValueError, match="group_sizes"):
-        grouped_matmul(lhs, rhs, jnp.asarray(SIZES[:3]))
+        jax.block_until_ready(grouped_matmul(lhs, rhs, jnp.asarray(SIZES[:3])))
     with pytest.raises(ValueError, match="rhs"):
-        grouped_matmul(lhs, rhs[:, :5], jnp.asarray(SIZES))
+        jax.block_until_ready(grouped_matmul(lhs, rhs[:, :5], jnp.asarray(SIZES)))
     with pytest.raises(NotImplementedError, match="rhs_scale"):
-        grouped_matmul(lhs, rhs, jnp.asarray(SIZES), rhs_scale=jnp.ones((5, 1, 1, 40)))
+        jax.block_until_ready(grouped_matmul(lhs, rhs, jnp.asarray(SIZES), rhs_scale=jnp.ones((5, 1, 1, 40))))

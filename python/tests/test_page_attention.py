@@ -60,9 +60,9 @@ def test_bad_metadata_is_named(rng):
     x = page_reference.random_problem(rng, hq=4, hkv=2, d=64, bs=16)
     x["block_tables"][3, 0] = 10_000
     with pytest.raises(Exception, match=r"block_tables\[3, 0\]"):
-        page_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(page_attention(*arrays(x, jnp.float32)))
     x = page_reference.random_problem(rng, hq=3, hkv=2, d=64, bs=16)
     with pytest.raises(Exception, match="multiple of key_cache"):
-        page_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(page_attention(*arrays(x, jnp.float32)))
     with pytest.raises(NotImplementedError, match="inline_seq_dim"):
-        page_attention(*arrays(page_reference.random_problem(rng), jnp.float32), inline_seq_dim=False)
+        jax.block_until_ready(page_attention(*arrays(page_reference.random_problem(rng), jnp.float32), inline_seq_dim=False))

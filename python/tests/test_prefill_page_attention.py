@@ -50,11 +50,11 @@ def test_bad_metadata_is_named(rng):
     x = ref.random_prefill(rng, context=40)
     x["page_indices"][1] = 10_000
     with pytest.raises(Exception, match=r"page_indices\[1\]"):
-        prefill_page_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(prefill_page_attention(*arrays(x, jnp.float32)))
     x = ref.random_prefill(rng)
     x["context_len"][0] = 10_000
     with pytest.raises(Exception, match="context_len"):
-        prefill_page_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(prefill_page_attention(*arrays(x, jnp.float32)))
     x = ref.random_prefill(rng, hq=3, hkv=2)
     with pytest.raises(Exception, match="multiple of key_cache"):
-        prefill_page_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(prefill_page_attention(*arrays(x, jnp.float32)))

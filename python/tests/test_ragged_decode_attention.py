@@ -66,12 +66,12 @@ def test_refusals(rng):
     q, k, v, start, end = operands(rng)
     start, end = jnp.asarray(start), jnp.asarray(end)
     with pytest.raises(ValueError, match="key: expected"):
-        ragged_decode_attention(q, k[:, :, :, :32], v, start, end)
+        jax.block_until_ready(ragged_decode_attention(q, k[:, :, :, :32], v, start, end))
     with pytest.raises(ValueError, match="sequence_end: expected"):
-        ragged_decode_attention(q, k, v, start, end[:2])
+        jax.block_until_ready(ragged_decode_attention(q, k, v, start, end[:2]))
     with pytest.raises(ValueError, match="softmax_aux"):
-        ragged_decode_attention(q, k, v, start, end, jnp.zeros((5, 2)))
+        jax.block_until_ready(ragged_decode_attention(q, k, v, start, end, jnp.zeros((5, 2))))
     with pytest.raises(ValueError, match="sliding_window"):
-        ragged_decode_attention(q, k, v, start, end, sliding_window=4)
+        jax.block_until_ready(ragged_decode_attention(q, k, v, start, end, sliding_window=4))
     with pytest.raises(ValueError, match="block_q"):  # cfg is its flash_attention call's, checked by libejk
-        ragged_decode_attention(q, k, v, start, end, cfg={"block_q": 7})
+        jax.block_until_ready(ragged_decode_attention(q, k, v, start, end, cfg={"block_q": 7}))

@@ -70,19 +70,19 @@ def test_bad_metadata_is_named(rng):
     x = ref.random_problem(rng)
     x["block_tables"][3, 0] = 10_000
     with pytest.raises(Exception, match=r"block_tables\[3, 0\]"):
-        ragged_page_attention_v2(*arrays(x, jnp.float32))
+        jax.block_until_ready(ragged_page_attention_v2(*arrays(x, jnp.float32)))
     x = ref.random_problem(rng)
     x["context_lens"][4] = 2  # fewer positions than its 12 query tokens
     with pytest.raises(Exception, match=r"context_lens\[4\]"):
-        ragged_page_attention_v2(*arrays(x, jnp.float32))
+        jax.block_until_ready(ragged_page_attention_v2(*arrays(x, jnp.float32)))
     x = ref.random_problem(rng)
     x["query_start_loc"][2] = 0
     with pytest.raises(Exception, match=r"query_start_loc\[2\]"):
-        ragged_page_attention_v2(*arrays(x, jnp.float32))
+        jax.block_until_ready(ragged_page_attention_v2(*arrays(x, jnp.float32)))
     x = ref.random_problem(rng)
     x["num_seqs"][0] = 99
     with pytest.raises(Exception, match="num_seqs"):
-        ragged_page_attention_v2(*arrays(x, jnp.float32))
+        jax.block_until_ready(ragged_page_attention_v2(*arrays(x, jnp.float32)))
     x = ref.random_problem(rng, hq=3, hkv=2)
     with pytest.raises(Exception, match="multiple of Hkv"):
-        ragged_page_attention_v2(*arrays(x, jnp.float32))
+        jax.block_until_ready(ragged_page_attention_v2(*arrays(x, jnp.float32)))

@@ -75,10 +75,10 @@ def test_matches_the_seed(rng):
 def test_refusals(rng):
     p = problem(rng)
     with pytest.raises(ValueError, match="kv_cache: expected"):
-        ragged_page_attention_v3(*[jnp.asarray(p[n]) for n in ("q", "k", "v")], jnp.asarray(p["cache"][..., :64]),
-                                 *[jnp.asarray(p[n]) for n in ("kv_lens", "tables", "qsl", "dist")])
+        jax.block_until_ready(ragged_page_attention_v3(*[jnp.asarray(p[n]) for n in ("q", "k", "v")], jnp.asarray(p["cache"][..., :64]),
+                                 *[jnp.asarray(p[n]) for n in ("kv_lens", "tables", "qsl", "dist")]))
     with pytest.raises(ValueError, match="distribution: expected"):
-        ragged_page_attention_v3(*[jnp.asarray(p[n]) for n in ("q", "k", "v", "cache", "kv_lens", "tables", "qsl")],
-                                 jnp.asarray(p["dist"][:2]))
+        jax.block_until_ready(ragged_page_attention_v3(*[jnp.asarray(p[n]) for n in ("q", "k", "v", "cache", "kv_lens", "tables", "qsl")],
+                                 jnp.asarray(p["dist"][:2])))
     with pytest.raises(NotImplementedError, match="cfg"):
-        call(p, cfg={"block_q": 8})
+        jax.block_until_ready(call(p, cfg={"block_q": 8}))

@@ -208,30 +208,30 @@ def test_bad_arguments_are_named(rng):
     x = inputs(rng, gates=("g",))
     q, k, v = x["q"], x["k"], x["v"]
     with pytest.raises(ValueError, match=r"\bk\b"):
-        recurrent_attention(q, k[:, :5], v)
+        jax.block_until_ready(recurrent_attention(q, k[:, :5], v))
     with pytest.raises(ValueError, match=r"\bg\b"):
-        recurrent_attention(q, k, v, x["g"][..., 0])  # a per-head gate [B, T, H] is not this op's g
+        jax.block_until_ready(recurrent_attention(q, k, v, x["g"][..., 0]))  # a per-head gate [B, T, H] is not this op's g
     with pytest.raises(ValueError, match="initial_state"):
-        recurrent_attention(q, k, v, None, None, None, None, jnp.zeros((2, 3, 16, 32), jnp.bfloat16))
+        jax.block_until_ready(recurrent_attention(q, k, v, None, None, None, None, jnp.zeros((2, 3, 16, 32), jnp.bfloat16)))
     with pytest.raises(ValueError, match="g_gamma"):
-        recurrent_attention(q, k, v, None, jnp.zeros((4,), jnp.float32))
+        jax.block_until_ready(recurrent_attention(q, k, v, None, jnp.zeros((4,), jnp.float32)))
     with pytest.raises(ValueError, match="softmax_scale"):
-        recurrent_attention(q, k, v, softmax_scale=float("inf"))
+        jax.block_until_ready(recurrent_attention(q, k, v, softmax_scale=float("inf")))
     with pytest.raises(ArgumentTypeError, match="^return_state"):
-        recurrent_attention(q, k, v, return_state="yes")
+        jax.block_until_ready(recurrent_attention(q, k, v, return_state="yes"))
     with pytest.raises(ArgumentTypeError, match="^reverse"):
-        recurrent_attention(q, k, v, reverse=1)
+        jax.block_until_ready(recurrent_attention(q, k, v, reverse=1))
     with pytest.raises(ArgumentTypeError, match="^query"):
-        recurrent_attention(np.asarray(q).tolist(), k, v)
+        jax.block_until_ready(recurrent_attention(np.asarray(q).tolist(), k, v))
     with pytest.raises(ValueError, match="cu_seqlens"):
-        recurrent_attention(q[0], k[0], v[0], None, None, None, None, None, jnp.asarray([0.0, 23.0]))
+        jax.block_until_ready(recurrent_attention(q[0], k[0], v[0], None, None, None, None, None, jnp.asarray([0.0, 23.0])))
     # Offsets are data: checked when the call runs, and named there.
     with pytest.raises(jax.errors.JaxRuntimeError, match="cu_seqlens: last entry must equal the packed length 23"):
         jax.block_until_ready(recurrent_attention(q[0], k[0], v[0], None, None, None, None, None,
                                                   jnp.asarray([0, 5], jnp.int32)))
     with pytest.raises(ValueError, match="^platform: 'cuda' was asked for, but recurrent_attention runs on cpu"):
-        recurrent_attention(q, k, v, platform="triton")
+        jax.block_until_ready(recurrent_attention(q, k, v, platform="triton"))
     with pytest.raises(NotImplementedError, match="^platform: 'pallas'"):
-        recurrent_attention(q, k, v, platform="pallas")
+        jax.block_until_ready(recurrent_attention(q, k, v, platform="pallas"))
     with pytest.raises(ValueError, match="reverse"):  # a traced option cannot become an attribute
         jax.jit(lambda r: recurrent_attention(q, k, v, reverse=r))(True)

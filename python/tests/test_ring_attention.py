@@ -120,31 +120,31 @@ def test_unsupported_arguments_are_refused_by_name(rng):
     for kw, name in ((dict(mask_builder=lambda *a: None), "mask_builder"), (dict(chunk_size=4), "chunk_size"),
                      (dict(cfg=object()), "cfg")):
         with pytest.raises(NotImplementedError, match=f"ring_attention: {name} is not supported"):
-            ring_attention(q, k, v, **kw)
+            jax.block_until_ready(ring_attention(q, k, v, **kw))
     with pytest.raises(NotImplementedError, match="ring_attention: bias is not supported"):
-        ring_attention(q, k, v, None, jnp.zeros((1, 2, 8, 8)))
+        jax.block_until_ready(ring_attention(q, k, v, None, jnp.zeros((1, 2, 8, 8))))
 
 
 def test_bad_arguments_name_what_was_expected(rng):
     q, k, v = small(rng, s=6)
     with pytest.raises(ValueError, match="zigzag_ring_attention: query: the local sequence length must be even"):
-        zigzag_ring_attention(q[:, :5], k[:, :5], v[:, :5])
+        jax.block_until_ready(zigzag_ring_attention(q[:, :5], k[:, :5], v[:, :5]))
     with pytest.raises(ValueError, match="ring_attention: query: expected \\[B, S, H, D\\]"):
-        ring_attention(q[0], k, v)
+        jax.block_until_ready(ring_attention(q[0], k, v))
     with pytest.raises(ValueError, match="sliding_window: expected bounds >= 0"):
-        ring_attention(q, k, v, sliding_window=(-1, 2))
+        jax.block_until_ready(ring_attention(q, k, v, sliding_window=(-1, 2)))
     mesh = Mesh(np.array(jax.devices()[:1]), ("sp",))
     spec = P(None, "sp")
     with pytest.raises(ValueError, match="axis_name: expected the mesh axis that splits the sequence"):
-        ring_attention(q, k, v, axis_name="x", mesh=mesh, in_specs=(spec,) * 3 + (None, None), out_specs=spec)
+        jax.block_until_ready(ring_attention(q, k, v, axis_name="x", mesh=mesh, in_specs=(spec,) * 3 + (None, None), out_specs=spec))
     with pytest.raises(ValueError, match="in_specs: expected 5 PartitionSpecs"):
-        ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 6, out_specs=spec)
+        jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 6, out_specs=spec))
     with pytest.raises(ValueError, match=r"in_specs\[1\] \(key\): expected the sequence axis"):
-        ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec, P(), spec, None, None), out_specs=spec)
+        jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec, P(), spec, None, None), out_specs=spec))
     with pytest.raises(NotImplementedError, match=r"in_specs\[4\] \(bias\)"):
-        ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 3 + (None, spec), out_specs=spec)
+        jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 3 + (None, spec), out_specs=spec))
     with pytest.raises(ValueError, match="out_specs: expected"):
-        ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 3 + (None, None), out_specs=P())
+        jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 3 + (None, None), out_specs=P()))
 
 
 def test_one_device_is_flash_attention(rng):

@@ -134,7 +134,7 @@ def case_bad_specs():
 
     def raises(match, **changes):
         with pytest.raises(ValueError, match=match):
-            flash_attention(q, q, q, **{**good, **changes})
+            jax.block_until_ready(flash_attention(q, q, q, **{**good, **changes}))
 
     raises(r"in_specs: expected 7 PartitionSpecs .* query, key, value, bias, softmax_aux", in_specs=(spec,) * 3)
     raises(r"in_specs: expected 7", in_specs=spec)
@@ -148,12 +148,12 @@ def case_bad_specs():
     raises(r"out_specs: expected P\('data', None, 'model', None\), as query's", out_specs=P("data"))
     raises(r"out_specs: expected a PartitionSpec for the output; got", out_specs=(spec, P("data", "model")))
     with pytest.raises(ValueError, match=r"out_specs\[1\] \(lse\): expected P\('data', 'model', None\)"):
-        flash_attention_with_lse(q, q, q, **{**good, "out_specs": (spec, P("data", None, "model"))})
+        jax.block_until_ready(flash_attention_with_lse(q, q, q, **{**good, "out_specs": (spec, P("data", None, "model"))}))
     raises(r"mesh: expected a jax.sharding.Mesh, got dict", mesh={"data": 2})
     with pytest.raises(ValueError, match=r"^flash_attention: k: "):  # libejk's own check, on the global shapes
-        flash_attention(q, q[..., :32], q, **good)
+        jax.block_until_ready(flash_attention(q, q[..., :32], q, **good))
     with pytest.raises(ValueError, match=r"in_specs\[1\] \(key\): .* splits axis 0 \(size 3\) into 2 parts"):
-        flash_attention(q, jnp.concatenate([q, q[:1]]), q, **good)
+        jax.block_until_ready(flash_attention(q, jnp.concatenate([q, q[:1]]), q, **good))
     unsharded = flash_attention(q, q, q, mesh=mesh, in_specs=good["in_specs"])
     assert isinstance(unsharded.sharding, jax.sharding.SingleDeviceSharding)
 

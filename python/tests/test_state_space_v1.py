@@ -135,8 +135,8 @@ def test_vmap_folds_into_the_batch(rng):
 def test_bad_arguments_are_named(rng):
     x = inputs(rng)
     with pytest.raises(ValueError, match="b: dim 2"):
-        state_space_v1(*positional(dict(x, B=x["B"][..., :-1])))
+        jax.block_until_ready(state_space_v1(*positional(dict(x, B=x["B"][..., :-1]))))
     with pytest.raises(ValueError, match="dt"):
-        state_space_v1(*positional(dict(x, dt=x["dt"][:, :-1])))
+        jax.block_until_ready(state_space_v1(*positional(dict(x, dt=x["dt"][:, :-1]))))
     with pytest.raises(NotImplementedError, match="platform"):
-        state_space_v1(*positional(x), platform="triton")
+        jax.block_until_ready(state_space_v1(*positional(x), platform="triton"))

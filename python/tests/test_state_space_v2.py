@@ -99,8 +99,8 @@ def test_gradients_of_every_input(rng, norm):
 def test_bad_arguments_are_named(rng):
     x = inputs(rng)
     with pytest.raises(ValueError, match="n_groups"):
-        state_space_v2(*positional(x), n_groups=1)
+        jax.block_until_ready(state_space_v2(*positional(x), n_groups=1))
     with pytest.raises(ValueError, match="dt"):
-        state_space_v2(*positional(dict(x, dt=x["dt"][:, :-1])), n_groups=2)
+        jax.block_until_ready(state_space_v2(*positional(dict(x, dt=x["dt"][:, :-1])), n_groups=2))
     with pytest.raises(NotImplementedError, match="precision"):
-        state_space_v2(*positional(x), n_groups=2, precision="highest")
+        jax.block_until_ready(state_space_v2(*positional(x), n_groups=2, precision="highest"))

@@ -48,7 +48,7 @@ def test_off_values_are_the_seeds(rng):
     a = arrays(ref.random_unified(rng, hq=4, hkv=2, d=64), jnp.float32)
     assert_rel_l2(unified_attention(*a, sliding_window=0, logits_soft_cap=0.0), ref.unified_attention(*f64(a)))
     with pytest.raises(NotImplementedError, match="causal"):
-        unified_attention(*a, causal=False)
+        jax.block_until_ready(unified_attention(*a, causal=False))
 
 
 def test_signature_is_the_seeds():
@@ -63,11 +63,11 @@ def test_bad_metadata_is_named(rng):
     x = ref.random_unified(rng)
     x["kv_lens"][4] = 2  # fewer positions than its 12 query tokens
     with pytest.raises(Exception, match=r"kv_lens\[4\]"):
-        unified_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(unified_attention(*arrays(x, jnp.float32)))
     x = ref.random_unified(rng)
     x["block_tables"][3, 0] = 10_000
     with pytest.raises(Exception, match=r"block_tables\[3, 0\]"):
-        unified_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(unified_attention(*arrays(x, jnp.float32)))
     x = ref.random_unified(rng, hq=3, hkv=2)
     with pytest.raises(Exception, match="multiple of key_cache"):
-        unified_attention(*arrays(x, jnp.float32))
+        jax.block_until_ready(unified_attention(*arrays(x, jnp.float32)))
