@@ -1,6 +1,7 @@
 // `ejk run ragged_page_attention_v2` and `ejk run unified_attention`: a mixed batch over a paged
 // cache (v2: K and V interleaved on the head axis; unified: token-major K and V caches, ALiBi
-// slopes with --alibi) whose pages are handed out shuffled: --decode sequences of one query token, then --prefill
+// slopes with --alibi, a [--chunk, --chunk] query-query bias with --qq-bias) whose pages are
+// handed out shuffled: --decode sequences of one query token, then --prefill
 // sequences of --chunk tokens, contexts random in [q_len, --context] (the last at --context),
 // two spare table rows past num_seqs, GQA by --hq / --hkv, sinks with --sinks; the bytes moved
 // are the K and V rows read once per sequence, the queries and the outputs.
@@ -30,7 +31,9 @@ class RaggedPageCase final : public OpCase {
     cmd.add_option("--softcap", softcap_, "logits_soft_cap (default: none)");
     cmd.add_option("--window", window_, "sliding_window (default: none)");
     cmd.add_flag("--sinks", sinks_, "Pass softmax_aux (one sink per query head)");
-    if (unified_) cmd.add_flag("--alibi", alibi_, "Pass alibi_slopes (one per query head)");
+    if (!unified_) return;
+    cmd.add_flag("--alibi", alibi_, "Pass alibi_slopes (one per query head)");
+    cmd.add_flag("--qq-bias", qq_bias_, "Pass qq_bias ([--chunk, --chunk])");
   }
 
   std::vector<InputSpec> inputs(DType dtype) const override {
@@ -48,6 +51,8 @@ class RaggedPageCase final : public OpCase {
     if (!unified_) in.push_back({"num_seqs", {1}, DType::i32});
     if (sinks_) in.push_back({"softmax_aux", {hq}, DType::f32});
     if (alibi_) in.push_back({"alibi_slopes", {hq}, DType::f32});
+    const int64_t nq = std::max<int64_t>(1, size(chunk_, "--chunk"));
+    if (qq_bias_) in.push_back({"qq_bias", {nq, nq}, DType::f32});
     return in;
   }
 
@@ -105,7 +110,7 @@ class RaggedPageCase final : public OpCase {
   std::string decode_ = "3", prefill_ = "2", chunk_ = "37", hq_ = "8", hkv_ = "2", d_ = "128", ps_ = "16",
               ctx_ = "300";
   std::string softcap_, window_;
-  bool unified_, sinks_ = false, alibi_ = false;
+  bool unified_, sinks_ = false, alibi_ = false, qq_bias_ = false;
 };
 
 }  // namespace

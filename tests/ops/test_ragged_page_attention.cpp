@@ -1,9 +1,10 @@
 // ragged_page_attention_v2 through the generic API: a randomized matrix of mixed batches (decode
 // tokens, prefill chunks, empty query ranges, contexts shorter than a page), page sizes 1 to 32,
 // GQA and MQA, windows, softcap, sinks, num_seqs below the tables' rows, tokens past every
-// sequence, padded rows, shuffled page tables with garbage where no query reaches, f32 and bf16,
-// into poisoned outputs, against the op's float64 reference, which is itself checked against a
-// dense softmax written from scratch. Bad metadata must name the argument.
+// sequence, padded rows, shuffled page tables with garbage where no query reaches, f32 and bf16
+// (and f16 on CUDA), into poisoned outputs, on the CPU and on CUDA (the metadata on the device
+// too), against the op's float64 reference, which is itself checked against a dense softmax
+// written from scratch. Bad metadata must name the argument.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -143,10 +144,12 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
   return out;
 }
 
-void check_problem(const Problem& p, uint64_t seed) {
+// Runs p on `device` (every tensor there, the metadata too) into a poisoned output and checks
+// it against the op's reference, and that reference against the dense one.
+void check_problem(const Problem& p, uint64_t seed, Device device = Device{}) {
   Call c = make_call(p, seed);
-  const Args a = c.args(p);
-  const std::vector<ReferenceOutput> ref = reference("ragged_page_attention_v2", a);
+  const Args host = c.args(p);
+  const std::vector<ReferenceOutput> ref = reference("ragged_page_attention_v2", host);
   REQUIRE(ref.size() == 1);
   const std::vector<double> dense = dense_reference(p, c);
   double num = 0, den = 0;
@@ -154,8 +157,21 @@ void check_problem(const Problem& p, uint64_t seed) {
     num += (ref[0].values[i] - dense[i]) * (ref[0].values[i] - dense[i]), den += dense[i] * dense[i];
   INFO(p.name());
   CHECK(std::sqrt(num / std::max(den, 1e-300)) <= 1e-12);
-  const RunInfo info = run("ragged_page_attention_v2", a);
-  const Mismatch e = compare(c.out, c.out.storage, ref[0].values);
+  Call on = c;  // the same views (sharing the host storage), their data on `device`
+  auto moved = [&](Buffer& b) {
+    const Tensor there = b.storage.to(device);
+    b.view.device = device;
+    b.view.data = static_cast<char*>(there.data()) +
+                  (static_cast<const char*>(b.view.data) - static_cast<const char*>(b.storage.data()));
+    b.storage = there;
+  };
+  if (device.kind != DeviceKind::cpu) {
+    moved(on.q), moved(on.kv), moved(on.out);
+    for (Tensor* t : {&on.lens, &on.tables, &on.starts, &on.num_seqs, &on.sinks}) *t = t->to(device);
+  }
+  const RunInfo info = run("ragged_page_attention_v2", on.args(p));
+  synchronize(device);
+  const Mismatch e = compare(c.out, on.out.storage.to(Device{}), ref[0].values);
   INFO(fmt::format("{} -> {}: rel_l2 {:.3e}", p.name(), info.key, e.rel_l2));
   CHECK_FALSE(e.nonfinite);
   CHECK(e.rel_l2 <= (p.dtype == DType::f32 ? 1e-5 : 1e-2));
@@ -202,6 +218,19 @@ TEST_CASE("ragged_page_attention_v2: no sequences, and no tokens", "[ragged_page
   check_problem(p, 7);
   p.q_lens = {0, 0}, p.extra_tokens = 0;
   check_problem(p, 8);
+}
+
+TEST_CASE("ragged_page_attention_v2 on CUDA matches the float64 reference", "[ragged_page_attention_v2][cuda]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  const Device gpu{DeviceKind::cuda, 0};
+  uint64_t seed = 300;
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t d : {64, 128})
+      for (const Problem& p : matrix(t, d, 8, seed++)) check_problem(p, seed++, gpu);
+  Problem empty;
+  empty.dtype = DType::bf16, empty.q_lens = {}, empty.extra_tokens = 3;  // every token gets 0
+  check_problem(empty, 9, gpu);
 }
 
 TEST_CASE("ragged_page_attention_v2: bad metadata is refused, naming the argument", "[ragged_page_attention_v2]") {

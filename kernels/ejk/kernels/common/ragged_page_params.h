@@ -45,6 +45,10 @@ struct RaggedPageParams {
   float softcap;  // 0: none
   i64 window;     // 0: none
   i64 qq_n;       // NQ
+  // CUDA geometry (ragged_cuda_geometry): tokens and heads per block, the blocks over query
+  // tokens; vec: 1 where every cache row can be read in 16-byte chunks.
+  i64 cta_tokens, cta_heads, q_blocks;
+  i32 vec;
 };
 
 // The sequences processed: num_seqs clamped to the tables' rows.
@@ -95,6 +99,33 @@ EJK_HD float ragged_bias(const RaggedPageParams& p, const RaggedSpan& span, i64 
 EJK_HD i64 ragged_page_of(const RaggedPageParams& p, i64 s, i64 j) {
   const i64 b = p.block_tables[s * p.bt_ss + j / p.page_size];
   return min_of(max_of(b, (i64)0), p.num_pages - 1);
+}
+
+// CUDA: a block takes up to kRaggedRows (token, query head) rows of one sequence and one kv
+// head, positions in tiles of kRaggedTile, kRaggedThreads threads.
+constexpr int kRaggedRows = 16, kRaggedTile = 64, kRaggedThreads = 128;
+// Tokens a zero-fill block clears (tokens of no processed sequence).
+constexpr int kRaggedZeroTokens = 64;
+
+// The GQA group's heads one block takes (at most kRaggedRows; a wider group takes several
+// blocks), and the tokens of one sequence it takes with them (rows = tokens * heads).
+EJK_HD i64 ragged_cta_heads(i64 group) { return min_of(group, (i64)kRaggedRows); }
+EJK_HD i64 ragged_cta_tokens(i64 group) { return kRaggedRows / ragged_cta_heads(group); }
+
+// Sequence s's first query block: qs[s] / tokens + s. Strictly increasing in s and at least
+// ceil(n_q / tokens) apart, so floor(T / tokens) + S blocks cover every sequence of a batch
+// whose starts live on the device (the host never reads them).
+EJK_HD i64 ragged_first_block(const RaggedPageParams& p, i64 s) {
+  return (i64)p.query_start[s] / p.cta_tokens + s;
+}
+
+// The CUDA kernel's dynamic shared memory, bytes, for head_dim d of esize-byte elements: two
+// stages of K (rows padded by one 16-byte chunk) and V tiles, the rows' f32 queries, two
+// halves of the tile's scores, and per row the running max, sum, rescale and visible span.
+EJK_HD constexpr i64 ragged_smem_bytes(i64 d, i64 esize) {
+  const i64 chunk = 16 / esize, row = (d + chunk - 1) / chunk * chunk;
+  return 2 * kRaggedTile * (2 * row + chunk) * esize +
+         (kRaggedRows * row + 2 * kRaggedRows * kRaggedTile + 7 * kRaggedRows) * 4;
 }
 
 }  // namespace ejk

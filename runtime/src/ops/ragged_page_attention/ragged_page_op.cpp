@@ -22,6 +22,17 @@ engine::CpuWork RaggedPageFamilyOp::cpu_prepare(const engine::Bound& b, const en
   return {p.q_heads == 0 ? 0 : p.tokens * p.kv_heads};
 }
 
+#if !EJK_HAVE_CUDA
+void RaggedPageFamilyOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine::CudaLaunchContext&) const {
+  throw BackendUnavailable(
+      fmt::format("{}: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)", name()));
+}
+#endif
+
+int64_t RaggedPageFamilyOp::cuda_dynamic_smem(const VariantKey& key) const {
+  return ragged_smem_bytes(key.get_int("head_dim"), key.get_enum("dtype") == "f32" ? 4 : 2);
+}
+
 void RaggedPageFamilyOp::set_logits(RaggedPageParams& p, const engine::Bound& b) const {
   p.scale = float(b.given(softmax_scale) ? b.f64(softmax_scale) : 1.0 / std::sqrt(double(p.head_dim)));
   p.softcap = b.given(soft_cap) ? float(b.f64(soft_cap)) : 0.0f;

@@ -11,10 +11,13 @@
 namespace ejk::ops {
 
 // What the family's ops share once each has made its RaggedPageParams from its own tensors: the
-// CPU tasks (one per token and kv head) and the logit scalars.
+// CPU tasks (one per token and kv head), the CUDA launch (ragged_page_cuda.cpp) and the logit
+// scalars.
 class RaggedPageFamilyOp : public engine::OpDef {
  public:
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+  void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  int64_t cuda_dynamic_smem(const VariantKey& key) const override;
   virtual RaggedPageParams params(const engine::Bound& b) const = 0;
 
  protected:
