@@ -112,6 +112,19 @@ TEST_CASE("flash attention backward on the CPU is deterministic", "[flash_bwd][c
   }
 }
 
+TEST_CASE("flash attention backward on the CPU: probabilities stay finite at a huge scale", "[flash_bwd][cpu]") {
+  // Logits near 2^31 * 10 carry an f32 rounding of thousands: P = exp(x - lse) of a recomputed
+  // logit could exceed 1 by exp(thousands). Precision is lost at such a scale; infinity is not.
+  Problem p;
+  p.d = 64, p.b = 2, p.sq = 40, p.sk = 72, p.hq = 4, p.hkv = 2, p.scale = 2147483648.0;
+  Case c = make_case(p, 5);
+  run(kOp, c.backward_args());
+  for (const auto& [name, t] : c.outputs) {
+    INFO(name);
+    CHECK_FALSE(compare(t, std::vector<double>(size_t(t.numel()), 0.0)).nonfinite);
+  }
+}
+
 // The reference's gradients against central differences of the forward's reference, float64 on
 // f32 inputs: loss = sum(out * d_out) (+ sum(lse * d_lse)). Tiny shapes; every differentiable input.
 TEST_CASE("the reference backward matches finite differences of the reference forward", "[flash_bwd][reference]") {

@@ -47,6 +47,14 @@ struct FlashBwdParams {
   int phase;
 };
 
+// The exponent of P = exp(x - lse), never above 0: lse bounds every logit of its row, but a logit
+// recomputed in f32 can pass it by an ulp of its size (thousands at a scale of 2^31), which exp
+// would turn into an infinite probability. NaN stays NaN.
+EJK_HD float prob_exponent(float x, float lse) {
+  const float d = x - lse;
+  return d > 0.0f ? 0.0f : d;
+}
+
 // Planes of dq tasks: a bias broadcast over the batch (heads) folds every batch (head) into one
 // plane, so one task sums that plane's dbias in a fixed order; without a bias (or without dbias)
 // every (batch, head) is a plane of its own.

@@ -110,7 +110,7 @@ EJK_HD bool pair_grad(const FlashBwdParams& p, const QueryRow<Cfg>& r, const Seq
   const float inv_cap = F.softcap ? 1.0f / f.softcap : 0.0f;
   const float x = transform_logit<F.bias, F.softcap>(f.scale * dot<D>(r.q, k_row), bias, f.softcap, inv_cap,
                                                      FastTanh{});
-  prob = exp_approx(x - r.lse);
+  prob = exp_approx(prob_exponent(x, r.lse));
   float ds = prob * (dot<D>(r.d_out, v_row) - r.delta);
   if constexpr (F.softcap) {
     const float t = x * inv_cap;  // x is the capped logit cap * tanh(pre / cap)

@@ -62,7 +62,7 @@ __device__ __forceinline__ bool bwd_pair(const FlashBwdParams& p, const BwdSeq& 
   float x = f.scale * dot_qk;
   if constexpr (F.bias) x += bwd_read<E>(f.bias, s.b * f.bias_stride_b + h * f.bias_stride_h + i * f.bias_stride_q + j);
   if constexpr (F.softcap) x = f.softcap * tanhf(x / f.softcap);
-  prob = __expf(x - lse);
+  prob = __expf(prob_exponent(x, lse));
   dx = prob * (dot_dv - delta);
   if constexpr (F.softcap) {
     const float t = x / f.softcap;

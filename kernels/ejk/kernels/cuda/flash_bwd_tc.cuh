@@ -95,7 +95,7 @@ __device__ __forceinline__ void bwd_logits(float (&s)[C::kMTiles][C::kNTiles][4]
 // dS from log2 logits x (-inf: masked), dP, the row's (or column's) lse and delta: P into x,
 // dS (with the softcap Jacobian 1 - (s / cap)^2) into dp.
 __device__ __forceinline__ void bwd_grad(float& x, float& dp, float lse2, float delta, float cap_ln2) {
-  const float prob = fast_exp2(x - lse2);
+  const float prob = fast_exp2(prob_exponent(x, lse2));
   float ds = prob * (dp - delta);
   if (cap_ln2 != 0.f) {
     const float t = x * cap_ln2;
