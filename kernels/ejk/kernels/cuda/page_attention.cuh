@@ -65,6 +65,20 @@ __device__ __forceinline__ void page_chunk_f32(const uint4& raw, float (&x)[Page
   for (int i = 0; i < S::kChunkElems; ++i) x[i] = page_to_f32<Cfg::E>(e[i]);
 }
 
+// Writes chunk c of one output row (acc * inv) in the output's dtype; elements past D are skipped.
+template <class Cfg>
+__device__ __forceinline__ void page_store_chunk(typename PageShape<Cfg>::St* o, const float* acc, float inv, int c) {
+  using S = PageShape<Cfg>;
+#pragma unroll
+  for (int e = 0; e < S::kChunkElems; ++e) {
+    const int d = c * S::kChunkElems + e;
+    if (d >= Cfg::kD) continue;
+    const float y = acc[e] * inv;
+    if constexpr (Cfg::E == Elem::f32) o[d] = y;
+    else o[d] = typename S::St(pack2<Cfg::E>(y, 0.0f) & 0xffffu);
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void page_attention(const PageAttentionParams& p) {
   using S = PageShape<Cfg>;
@@ -213,15 +227,7 @@ __device__ __forceinline__ void page_attention(const PageAttentionParams& p) {
       }
       if (c == 0) p.part_lse[row] = l > 0.0f ? sm[h] + logf(l) : neg_inf_f32();
     } else {
-      St* o = static_cast<St*>(p.out) + s * p.o_ss + head * p.o_sh;
-#pragma unroll
-      for (int e = 0; e < S::kChunkElems; ++e) {
-        const int d = c * S::kChunkElems + e;
-        if (d >= Cfg::kD) continue;
-        const float y = acc[it][e] * inv;
-        if constexpr (Cfg::E == Elem::f32) o[d] = y;
-        else o[d] = St(pack2<Cfg::E>(y, 0.0f) & 0xffffu);
-      }
+      page_store_chunk<Cfg>(static_cast<St*>(p.out) + s * p.o_ss + head * p.o_sh, acc[it], inv, c);
     }
   }
 }

@@ -281,15 +281,7 @@ __device__ __forceinline__ void ragged_page_attention(const RaggedPageParams& p)
       }
       inv = keep / l;
     }
-    St* o = static_cast<St*>(p.out) + t * p.o_st + h * p.o_sh;
-#pragma unroll
-    for (int e = 0; e < S::kChunkElems; ++e) {
-      const int d = c * S::kChunkElems + e;
-      if (d >= Cfg::kD) continue;
-      const float y = acc[it][e] * inv;
-      if constexpr (Cfg::E == Elem::f32) o[d] = y;
-      else o[d] = St(pack2<Cfg::E>(y, 0.0f) & 0xffffu);
-    }
+    page_store_chunk<Cfg>(static_cast<St*>(p.out) + t * p.o_st + h * p.o_sh, acc[it], inv, c);
   }
 }
 
