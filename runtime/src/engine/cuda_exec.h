@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "cuda/cuda_driver.h"
 #include "cuda/device.h"
@@ -33,6 +34,17 @@ class StreamWorkspace {
   cuda::CUdeviceptr scratch_ = 0, counters_ = 0;
   size_t scratch_bytes_ = 0, counter_bytes_ = 0;
 };
+
+// Whether rows of `head_dim` elements of `elem_bytes` each can be read in 16-byte chunks: every
+// base 16-byte aligned, head_dim and every stride the kernel steps by multiples of a chunk.
+inline bool chunks16_allowed(int64_t head_dim, int64_t elem_bytes, std::initializer_list<const void*> bases,
+                             std::initializer_list<int64_t> strides) {
+  const int64_t vec = 16 / elem_bytes;
+  bool ok = head_dim % vec == 0;
+  for (const void* base : bases) ok = ok && reinterpret_cast<uintptr_t>(base) % 16 == 0;
+  for (int64_t st : strides) ok = ok && st % vec == 0;
+  return ok;
+}
 
 // The workspace of (device, stream), created on first use and kept for the process.
 StreamWorkspace& stream_workspace(int device, cuda::CUstream stream);

@@ -43,14 +43,6 @@ PageLaunch plan_launch(const PageAttentionOp& op, const engine::Bound& b, const 
   return l;
 }
 
-bool chunks_allowed(const PageAttentionParams& p, int64_t esize) {
-  const int64_t vec = 16 / esize;
-  bool ok = p.head_dim % vec == 0;
-  for (const void* base : {p.k_cache, p.v_cache}) ok = ok && reinterpret_cast<uintptr_t>(base) % 16 == 0;
-  for (int64_t st : {p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st}) ok = ok && st % vec == 0;
-  return ok;
-}
-
 }  // namespace
 
 engine::OpDef::Workspace PageAttentionOp::cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const {
@@ -68,7 +60,8 @@ void PageAttentionOp::cuda_launch(const engine::Bound& b, const engine::PlanData
     throw InvalidArgument(fmt::format("{}: {} (sequence, kv head, head group, split) blocks exceed the grid", name(),
                                       l.blocks));
   const int64_t esize = int64_t(dtype_size(b.dtype));
-  p.vec = chunks_allowed(p, esize) ? 1 : 0;
+  p.vec = engine::chunks16_allowed(p.head_dim, esize, {p.k_cache, p.v_cache},
+                                   {p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st}) ? 1 : 0;
   if (p.splits > 1) {
     p.part_out = static_cast<float*>(lc.scratch());
     p.part_lse = p.part_out + p.splits * p.seqs * p.q_heads * p.head_dim;

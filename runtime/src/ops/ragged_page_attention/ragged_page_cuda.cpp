@@ -11,17 +11,6 @@
 #include "ops/ragged_page_attention/ragged_page_op.h"
 
 namespace ejk::ops {
-namespace {
-
-bool chunks_allowed(const RaggedPageParams& p, int64_t esize) {
-  const int64_t vec = 16 / esize;
-  bool ok = p.head_dim % vec == 0;
-  for (const void* base : {p.k, p.v}) ok = ok && reinterpret_cast<uintptr_t>(base) % 16 == 0;
-  for (int64_t st : {p.k_sp, p.k_ss, p.k_sh, p.v_sp, p.v_ss, p.v_sh}) ok = ok && st % vec == 0;
-  return ok;
-}
-
-}  // namespace
 
 void RaggedPageFamilyOp::cuda_launch(const engine::Bound& b, const engine::PlanData&,
                                      engine::CudaLaunchContext& lc) const {
@@ -39,7 +28,8 @@ void RaggedPageFamilyOp::cuda_launch(const engine::Bound& b, const engine::PlanD
     throw InvalidArgument(fmt::format("{}: {} query blocks x {} (kv head, head group) rows exceed the grid", name(),
                                       blocks, rows));
   const int64_t esize = int64_t(dtype_size(b.dtype));
-  p.vec = chunks_allowed(p, esize) ? 1 : 0;
+  p.vec = engine::chunks16_allowed(p.head_dim, esize, {p.k, p.v}, {p.k_sp, p.k_ss, p.k_sh, p.v_sp, p.v_ss, p.v_sh})
+              ? 1 : 0;
   void* args[] = {&p};  // copied at the launch
   lc.launch(0, engine::Grid{unsigned(blocks), unsigned(rows), 1}, kRaggedThreads,
             unsigned(ragged_smem_bytes(p.head_dim, esize)), args);
