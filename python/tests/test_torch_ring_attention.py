@@ -16,13 +16,12 @@ import tempfile
 import numpy as np
 import pytest
 
+from ring_errors import assert_within
 from torch_support import import_torch, no_cpu_jit
 
 torch = import_torch()  # skips the module where torch or ejk.torch is missing
 import ejk.torch as ejk_torch  # noqa: E402
 
-TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2}
-GRAD_TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
 LOCAL, B, HQ, HKV = 8, 2, 4, 2
 
 # name: (layout, dtype, options, sinks shape, head_dim); each group runs on one process group.
@@ -147,13 +146,7 @@ def test_ring_equals_attention_on_the_gathered_sequence(ring_results, name):
     per_rank = ring_results[name]
     assert len(per_rank) == CASES[name]
     for rank, result in enumerate(per_rank):
-        dtype = result["dtype"]
-        for against in ("reference", "flash"):
-            for what, err in result[against].items():
-                tol = TOLERANCE[dtype] if what == "out" else GRAD_TOLERANCE[dtype]
-                if against == "flash" and dtype != "float32":
-                    tol *= 2  # two bfloat16 computations, each within its tolerance of the exact one
-                assert err <= tol, f"{name}, rank {rank}: {what} against {against}: relative L2 {err:.3g} > {tol}"
+        assert_within(f"{name}, rank {rank}", result)
 
 
 def test_arguments_are_checked_by_name():
