@@ -356,4 +356,10 @@ TEST_CASE("bad block-sparse input names the argument", "[blocksparse][errors]") 
   a = in.args;
   a.set("k", k3.view()).set("v", v3.view());
   CHECK_THROWS_WITH(call(a), ContainsSubstring("must divide the number of q heads"));
+  // More block pairs than the lists index: refused before any memory is touched.
+  auto view = [](const Dims& shape) { return TensorView{nullptr, DType::bf16, Device{}, shape, contiguous_strides(shape)}; };
+  Args big;
+  big.set("q", view({1, 1, 1 << 20, 64})).set("k", view({1, 1, 1 << 20, 64})).set("v", view({1, 1, 1 << 20, 64}));
+  big.set("q_blocksize", int64_t(16)).set("kv_blocksize", int64_t(16));
+  CHECK_THROWS_WITH(variant_key("blocksparse_attention", big), ContainsSubstring("q_blocksize: 65536 x 65536 blocks"));
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -56,8 +57,8 @@ void BlocksparseOp::check(const engine::Bound& b) const {
   const int64_t bq = b.i64(q_blocksize), bk = b.i64(kv_blocksize);
   if (bq % 16 != 0) bad(op, "q_blocksize", fmt::format("must be a multiple of 16, got {}", bq));
   if (bk % 16 != 0) bad(op, "kv_blocksize", fmt::format("must be a multiple of 16, got {}", bk));
+  const int64_t nq = (b.size(sym_Sq) + bq - 1) / bq, nk = (b.size(sym_Sk) + bk - 1) / bk;
   if (b.has(block_mask)) {
-    const int64_t nq = (b.size(sym_Sq) + bq - 1) / bq, nk = (b.size(sym_Sk) + bk - 1) / bk;
     if (b.size(sym_NQ) != nq)
       bad(op, "block_mask", fmt::format("dim 2 (NQ) must be ceil(Sq / q_blocksize) = ceil({} / {}) = {}, got {}",
                                         b.size(sym_Sq), bq, nq, b.size(sym_NQ)));
@@ -65,6 +66,15 @@ void BlocksparseOp::check(const engine::Bound& b) const {
       bad(op, "block_mask", fmt::format("dim 3 (NK) must be ceil(Sk / kv_blocksize) = ceil({} / {}) = {}, got {}",
                                         b.size(sym_Sk), bk, nk, b.size(sym_NK)));
   }
+  // The lists index their entries with int32 (blob and kernels): every block pair of every
+  // (batch, layout head) must fit, so that no accepted problem overflows them.
+  const int64_t heads = b.has(block_mask) && b.tensor(block_mask).shape[1] != 1 ? hq : 1;
+  const double pairs = double(b.size(sym_B)) * double(heads) * double(nq) * double(nk);
+  if (pairs > double(INT32_MAX) / 2)
+    bad(op, "q_blocksize",
+        fmt::format("{} x {} blocks per (batch, head) over {} planes is {:.3g} block pairs, more than the lists "
+                    "index (2^30): take larger q_blocksize and kv_blocksize",
+                    nq, nk, b.size(sym_B) * heads, pairs));
   // The lists are planned on the host: the layout and the segment ids are read there.
   for (int t : {block_mask, q_segment_ids, kv_segment_ids})
     if (b.has(t) && b.tensor(t).device.kind != DeviceKind::cpu)
