@@ -159,3 +159,18 @@ def test_refused_arguments(rng):
         blocksparse_attention(q, k, v, attention_mask=jnp.ones((1, 1, 32, 32), bool))
     with pytest.raises(ValueError, match="q_blocksize"):
         blocksparse_attention(q, k, v, chunk_size=24)
+
+
+@pytest.mark.skipif(seed_oracle.python() is None, reason="no seed interpreter (EJK_SEED_PYTHON)")
+def test_key_padding_mask_matches_the_seed(rng):
+    """A 2-D attention_mask is a key padding mask (the seed's XLA code reads it so, though its type
+    check admits 4-D masks only: the seed gets the same mask as [B, 1, Sq, Sk])."""
+    x = operands(rng, 2, 4, 4, 64, 64, 32)
+    keep = rng.random((2, 64)) < 0.7
+    keep[1, :] = False  # a batch whose keys are all padding: every row 0
+    ours = blocksparse_attention(x["q"], x["k"], x["v"], attention_mask=jnp.asarray(keep), causal=True)
+    (seed,) = seed_oracle.run("blocksparse_attention", *[np.asarray(x[n]) for n in ("q", "k", "v")],
+                              attention_mask=np.broadcast_to(keep[:, None, None, :], (2, 1, 64, 64)).copy(),
+                              causal=True)
+    assert_rel_l2(ours, seed)
+    assert np.all(np.asarray(ours)[1] == 0)

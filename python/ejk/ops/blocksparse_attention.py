@@ -24,8 +24,9 @@ def blocksparse_attention(fw, query, key, value, softmax_aux=None, bias=None, *,
         segment ids, causal flag and window. Causal and window count positions by index
         (the seed's positions within a segment give the same mask when q and kv share the
         segment layout).
-      attention_mask: [B, Sk] (a key padding mask, as the seed treats a 2-D one); any other rank
-        is NotImplementedError.
+      attention_mask: [B, Sk], a key padding mask (as the seed's XLA code reads a 2-D one, which
+        its type check refuses); a dense 3-D or 4-D mask is NotImplementedError (pass the layout
+        through qkv_layouts and segments through mask_info).
       qkv_layouts: the block layout: a boolean (or integer) array [B|1, Hq|1, NQ, NK], True where
         query block i may see key block j, NQ = ceil(Sq / q block), NK = ceil(Sk / kv block);
         or a 1-tuple holding it. None: every block.
