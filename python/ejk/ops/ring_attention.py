@@ -128,25 +128,52 @@ class Schedule(NamedTuple):
 
 # --- the ring loops, on a framework's backend (see _ring/jax_ring.py Backend) ---------------------------
 
+def _covers(c, q, k):
+    """Whether call c spans every local query row and every key of the visiting shard."""
+    return c.q0 == 0 and c.nq == q.shape[1] and c.k0 == 0 and c.nk == k.shape[1]
+
+
+def _f32(be, xs):
+    """The accumulators in float32 (a no-op where they are): merges and sums run in float32."""
+    return tuple(be.f32(x) for x in xs)
+
+
 def _forward_calls(be, calls, q, kv, acc):
-    out, lse = acc
     for c in calls:
         o, l = be.flash(q[:, c.q0:c.q0 + c.nq], kv[0][:, c.k0:c.k0 + c.nk], kv[1][:, c.k0:c.k0 + c.nk], c)
-        o, l = be.merge(out[:, c.q0:c.q0 + c.nq], lse[:, :, c.q0:c.q0 + c.nq], o, l)
-        out, lse = be.put(out, 1, c.q0, o), be.put(lse, 2, c.q0, l)
-    return out, lse
+        if acc is None and _covers(c, q, kv[0]):  # nothing to merge with: the kernel's result as it is
+            acc = o, l
+            continue
+        out, lse = _f32(be, acc if acc is not None else (be.zeros_like(q), be.empty_lse(q)))
+        o, l = be.merge(out[:, c.q0:c.q0 + c.nq], lse[:, :, c.q0:c.q0 + c.nq], be.f32(o), l)
+        acc = be.put(out, 1, c.q0, o), be.put(lse, 2, c.q0, l)
+    return acc
 
 
 def forward(be, q, k, v):
-    """(out float32, lse) of the local queries against every shard: one step per device, the
-    next shard's transfer started before this step's kernels."""
-    acc = be.zeros_like(q), be.empty_lse(q)
-    kv = (k, v)
+    """(out, lse) of the local queries against every shard: one step per device, the next
+    shard's transfer started before this step's kernels. The accumulator starts as the first
+    kernel's result where that spans every row, so a ring of one is one flash_attention call;
+    merges run in float32. It is materialized first where devices run different calls (a JAX
+    lax.switch needs one state type for every branch)."""
+    acc, kv = None, (k, v)
     for step in range(be.n):
+        if acc is None and not be.same_calls(step):
+            acc = be.zeros_like(q), be.empty_lse(q)
         pending = be.send_next(kv) if step + 1 < be.n else None
         acc = be.step(step, lambda calls, acc, kv: _forward_calls(be, calls, q, kv, acc), acc, kv)
+        if be.n > 1 and acc is not None:
+            acc = _f32(be, acc)
         kv = pending.wait() if pending is not None else None
-    return acc
+    return acc if acc is not None else (be.zeros_like(q), be.empty_lse(q))
+
+
+def _sum(be, acc, like, start, x):
+    """acc + x at rows [start, start + len(x)) along axis 1; acc None: x itself where it spans
+    every row of `like` (in its own dtype), else zeros first; sums in float32."""
+    if acc is None and start == 0 and x.shape[1] == like.shape[1]:
+        return x
+    return be.add(be.f32(acc) if acc is not None else be.zeros_like(like), 1, start, be.f32(x))
 
 
 def _backward_calls(be, calls, q, kv, saved, grads):
@@ -156,29 +183,36 @@ def _backward_calls(be, calls, q, kv, saved, grads):
         rows, keys = slice(c.q0, c.q0 + c.nq), slice(c.k0, c.k0 + c.nk)
         gq, gk, gv = be.flash_backward(q[:, rows], kv[0][:, keys], kv[1][:, keys], out[:, rows],
                                        lse[:, :, rows], d_out[:, rows], c)
-        dq, dk, dv = be.add(dq, 1, c.q0, gq), be.add(dk, 1, c.k0, gk), be.add(dv, 1, c.k0, gv)
+        dq, dk, dv = _sum(be, dq, q, c.q0, gq), _sum(be, dk, kv[0], c.k0, gk), _sum(be, dv, kv[1], c.k0, gv)
     return dq, dk, dv
+
+
+def _zeros_for_none(be, grads, like):
+    return tuple(be.zeros_like(x) if g is None else g for g, x in zip(grads, like))
 
 
 def backward(be, q, k, v, out, lse, d_out):
-    """(dq, dk, dv), float32: each step's flash backward with the final out and lse (so each is
-    exact); a shard's dk, dv accumulate as they travel with it, and reach their owner after the
-    last step. The accumulator coming in is added after this step's kernels (its transfer
-    overlaps them)."""
+    """(dq, dk, dv): each step's flash backward with the final out and lse (so each is exact); a
+    shard's dk, dv accumulate as they travel with it, and reach their owner after the last step.
+    The accumulator coming in is added after this step's kernels (its transfer overlaps them).
+    As in the forward, the first kernels' results start the sums (a ring of one adds nothing)."""
     saved = (out, lse, d_out)
-    dq = be.zeros_like(q)
-    kv, incoming = (k, v), None
+    dq, kv, incoming = None, (k, v), None
     for step in range(be.n):
         pending = be.send_next(kv) if step + 1 < be.n else None
-        grads = (dq, be.zeros_like(k), be.zeros_like(v))
+        grads = (dq, None, None)
+        if not be.same_calls(step):
+            grads = _zeros_for_none(be, grads, (q,) + kv)
         dq, dk, dv = be.step(step, lambda calls, g, kv: _backward_calls(be, calls, q, kv, saved, g), grads, kv)
-        if incoming is not None:
-            got = incoming.wait()
-            dk, dv = dk + got[0], dv + got[1]
-        incoming = be.send_next((dk, dv)) if be.n > 1 else None
+        dq, dk, dv = _zeros_for_none(be, (dq, dk, dv), (q,) + kv)
+        if be.n > 1:
+            dq, dk, dv = _f32(be, (dq, dk, dv))
+            if incoming is not None:
+                got = incoming.wait()
+                dk, dv = dk + got[0], dv + got[1]
+            incoming = be.send_next((dk, dv))
         kv = pending.wait() if pending is not None else None
-    dk, dv = incoming.wait() if incoming is not None else (dk, dv)
-    return dq, dk, dv
+    return (dq,) + (incoming.wait() if incoming is not None else (dk, dv))
 
 
 # --- the public wrappers ---------------------------------------------------------------------

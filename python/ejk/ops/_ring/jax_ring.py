@@ -35,6 +35,10 @@ class Backend:
         hop = [(i, (i + 1) % self.n) for i in range(self.n)]
         return _Sent(tuple(lax.ppermute(x, self.axis, hop) for x in xs))
 
+    def same_calls(self, step):
+        """Whether every device runs the same calls at `step` (else a lax.switch picks them)."""
+        return len(set(self.schedule.plans(step))) == 1
+
     def step(self, step, fn, state, kv):
         """fn(calls, state, kv) with this device's calls at `step`: a lax.switch over the
         distinct schedules of the devices, or a plain call where they all have one."""
@@ -50,11 +54,11 @@ class Backend:
 
     def flash(self, q, k, v, c):
         r = self.fw.call("flash_attention", q=q, k=k, v=v, **self._mask(c))
-        return r["out"].astype(jnp.float32), r["lse"]
+        return r["out"], r["lse"]
 
     def flash_backward(self, q, k, v, out, lse, d_out, c):
         r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **self._mask(c))
-        return tuple(r[name].astype(jnp.float32) for name in ("dq", "dk", "dv"))
+        return tuple(r[name] for name in ("dq", "dk", "dv"))
 
     def merge(self, out_a, lse_a, out_b, lse_b):
         r = self.fw.call("merge_attention_states", out_a=out_a, lse_a=lse_a, out_b=out_b, lse_b=lse_b)
@@ -68,6 +72,10 @@ class Backend:
     def add(acc, axis, start, x):
         index = (slice(None),) * axis + (slice(start, start + x.shape[axis]),)
         return acc.at[index].add(x)
+
+    @staticmethod
+    def f32(x):
+        return x.astype(jnp.float32)
 
     @staticmethod
     def zeros_like(x):

@@ -40,6 +40,11 @@ class Backend:
                           dist.P2POp(dist.irecv, buf, self.prev, self.group))]
         return _Pending(dist.batch_isend_irecv(ops), sent, received)
 
+    @staticmethod
+    def same_calls(step):
+        """A rank runs its own schedule: the state may differ in type between ranks."""
+        return True
+
     def step(self, step, fn, state, kv):
         s = self.schedule
         return fn(_ring.plan(s.layout, s.n, self.rank, step, s.sq, s.sk, s.band), state, kv)
@@ -49,12 +54,12 @@ class Backend:
 
     def flash(self, q, k, v, c):
         r = self.fw.call("flash_attention", q=q, k=k, v=v, **self._mask(c))
-        return r["out"].float(), r["lse"]
+        return r["out"], r["lse"]
 
     def flash_backward(self, q, k, v, out, lse, d_out, c):
         r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse.contiguous(), d_out=d_out,
                          **self._mask(c))
-        return tuple(r[name].float() for name in ("dq", "dk", "dv"))
+        return tuple(r[name] for name in ("dq", "dk", "dv"))
 
     def merge(self, out_a, lse_a, out_b, lse_b):
         r = self.fw.call("merge_attention_states", out_a=out_a, lse_a=lse_a.contiguous(), out_b=out_b,
@@ -70,6 +75,10 @@ class Backend:
     def add(acc, axis, start, x):
         acc.narrow(axis, start, x.shape[axis]).add_(x)
         return acc
+
+    @staticmethod
+    def f32(x):
+        return x.float()
 
     @staticmethod
     def zeros_like(x):
