@@ -19,7 +19,7 @@ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DEJK_ENABLE_ORC_JIT=OFF -D
   -DCMAKE_PREFIX_PATH="$PWD/.carry/deps/usr" >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build $B -j 16 >"$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 echo "== tests"
-(cd $B && ctest -j 4 --output-on-failure 2>&1 | tail -25)
+(cd $B && ctest -j 4 --output-on-failure >"$OUT/ctest.log" 2>&1; tail -25 "$OUT/ctest.log")
 echo "== ejk run --backend cuda --check"
 export EJK_CACHE_DIR=/tmp/ejk-cache
 E=$B/cli/ejk

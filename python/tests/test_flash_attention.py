@@ -149,7 +149,40 @@ def test_refused_by_name(rng, kwargs, match):
         jax.block_until_ready(flash_attention(q, k, v, **kwargs))
 
 
-def test_block_tables_refused(rng):
+def test_block_tables_read_paged_caches(rng):
+    """Keys and values in shuffled pages of 16 (the last pages unused) against the dense arrays
+    they hold, output and gradients (the gradient lands in the pages)."""
+    b, blocks, size = 2, 5, 16
+    q, k, v = qkv(rng, b=b, sq=40, sk=blocks * size, hq=4, hkv=2, d=64)
+    perm = rng.permutation(b * blocks + 3)[:b * blocks]
+    tables = jnp.asarray(perm.reshape(b, blocks), jnp.int32)
+    def paged(x):
+        cache = jnp.asarray(rng.standard_normal((b * blocks + 3, size) + x.shape[2:]), x.dtype)
+        return cache.at[tables.reshape(-1)].set(x.reshape(b * blocks, size, *x.shape[2:]))
+    kc, vc = paged(k), paged(v)
+    w = jnp.asarray(rng.standard_normal(q.shape), jnp.float32)
+    def loss(f, q, k, v, *extra):
+        return jnp.sum(f(q, k, v, *extra) * w)
+    paged_call = lambda q, kc, vc: flash_attention(q, kc, vc, None, None, None, None, tables, causal=True)  # noqa: E731
+    dense_call = lambda q, k, v: flash_attention(q, k, v, causal=True)  # noqa: E731
+    assert_close(jax.jit(paged_call)(q, kc, vc), reference.flash_attention(q, k, v, causal=True)[0])
+    gq, gk, gv = jax.grad(lambda *a: loss(paged_call, *a), argnums=(0, 1, 2))(q, kc, vc)
+    dq, dk, dv = jax.grad(lambda *a: loss(dense_call, *a), argnums=(0, 1, 2))(q, k, v)
+    np.testing.assert_array_equal(np.asarray(gq), np.asarray(dq))
+    for got, want in ((gk, dk), (gv, dv)):
+        pages = np.asarray(got)
+        np.testing.assert_array_equal(pages[np.asarray(perm)].reshape(want.shape), np.asarray(want))
+        unused = np.setdiff1d(np.arange(pages.shape[0]), perm)
+        assert not pages[unused].any()
+
+
+def test_block_tables_bad_arguments_are_named(rng):
     q, k, v = qkv(rng, sq=8, sk=8)
-    with pytest.raises(NotImplementedError, match=r"^flash_attention: block_tables is not supported"):
-        jax.block_until_ready(flash_attention(q, k, v, None, None, None, None, jnp.zeros((2, 1), jnp.int32)))
+    tables = jnp.zeros((2, 1), jnp.int32)
+    with pytest.raises(ValueError, match=r"^key: with block_tables, expected a paged cache"):
+        jax.block_until_ready(flash_attention(q, k[0], v[0], None, None, None, None, tables))
+    with pytest.raises(ValueError, match=r"^block_tables: expected int32 \[B, max_blocks\], got float32"):
+        jax.block_until_ready(flash_attention(q, k, v, None, None, None, None, jnp.zeros((2, 1))))
+    cum = jnp.asarray([0, 8], jnp.int32)
+    with pytest.raises(ValueError, match=r"^block_tables: paged K/V does not take varlen"):
+        jax.block_until_ready(flash_attention(q[0], k, v, None, cum, cum, None, tables))

@@ -120,6 +120,9 @@ def test_unsupported_arguments_are_refused_by_name(rng):
                      (dict(cfg=object()), "cfg")):
         with pytest.raises(NotImplementedError, match=f"ring_attention: {name} is not supported"):
             jax.block_until_ready(ring_attention(q, k, v, **kw))
+    from ejk.types import MaskInfo
+    with pytest.raises(NotImplementedError, match="mask_info: only segment ids"):
+        jax.block_until_ready(ring_attention(q, k, v, mask_info=MaskInfo.from_segments(jnp.zeros((1, 8), jnp.int32)).apply_causal()))
     with pytest.raises(NotImplementedError, match="ring_attention: bias is not supported"):
         jax.block_until_ready(ring_attention(q, k, v, None, jnp.zeros((1, 2, 8, 8))))
 
@@ -176,6 +179,10 @@ CASES = {
     "plain_causal_window_longer_keys_3": (3, "plain", "float32", dict(causal=True, sliding_window=(10, 0)), None,
                                           16, "mesh"),
     "zigzag_window_longer_keys_2": (2, "zigzag", "float32", dict(sliding_window=(3, 5)), None, 16, "mesh"),
+    # mask_info's segment ids, inside a caller's shard_map (their shards travel with key and value)
+    "plain_causal_segments_3": (3, "plain", "float32", dict(causal=True), None, 16, "segments"),
+    "zigzag_causal_segments_sinks_2": (2, "zigzag", "float32", dict(causal=True), (4, 2), 16, "segments"),
+    "plain_window_segments_bf16_4": (4, "plain", "bfloat16", dict(sliding_window=(6, 2)), None, 16, "segments"),
 }
 LOCAL, B, HQ, HKV = 8, 2, 4, 2
 LOCAL_KEYS = {"plain_causal_window_longer_keys_3": 12, "zigzag_window_longer_keys_2": 12}  # else LOCAL
@@ -193,11 +200,19 @@ def rel_l2(got, want):
     return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
 
 
+def segment_ids(rng, length):
+    """[B, length] ids in runs of random length, the second row's last 3 positions padding (-1)."""
+    ids = np.sort(rng.integers(0, 3, (B, length)), axis=1).astype(np.int32)
+    ids[1, -3:] = -1
+    return ids
+
+
 def run_case(name):
     """Errors (relative L2) of a case's output and gradients against the float64 reference and
     against ejk.jax.flash_attention on the gathered sequence."""
     import flash_grad_reference as ref
     from ejk.jax import flash_attention
+    from ejk.types import MaskInfo
     n, layout, dtype, opts, sinks, d, where = CASES[name]
     rng = np.random.default_rng(sum(map(ord, name)))
     s, sk = LOCAL * n, LOCAL_KEYS.get(name, LOCAL) * n
@@ -208,6 +223,7 @@ def run_case(name):
     w = jnp.asarray(rng.standard_normal((B, s, HQ, d)), jnp.float32)
     order = zigzag_order(n, s) if layout == "zigzag" else np.arange(s)
     key_order = zigzag_order(n, sk) if layout == "zigzag" else np.arange(sk)
+    ids = (segment_ids(rng, s), segment_ids(rng, sk)) if where == "segments" else None
     back = np.argsort(order)
     if where == "mesh2d":  # batch over "data" too: the ring runs within each row of the mesh
         mesh = Mesh(np.array(jax.devices()[:2 * n]).reshape(2, n), ("data", "sp"))
@@ -222,6 +238,13 @@ def run_case(name):
         if where in ("mesh", "mesh2d"):
             extra = (None, None) if sinks is None else (None,)
             return fn(*a, axis_name="sp", mesh=mesh, in_specs=specs + extra, out_specs=seq, **opts)
+        if where == "segments":  # the ids' shards as extra operands, the layout's order as the sequences'
+            def body(*local):
+                mask = MaskInfo.from_segments(local[-2], local[-1])
+                return fn(*local[:-2], axis_name="sp", mask_info=mask, **opts)
+            laid_ids = (jnp.asarray(ids[0][:, order]), jnp.asarray(ids[1][:, key_order]))
+            return jax.shard_map(body, mesh=mesh, in_specs=specs + (P(None, "sp"),) * 2, out_specs=seq,
+                                 check_vma=True)(*a, *laid_ids)
         body = lambda *local: fn(*local, axis_name="sp", **opts)  # noqa: E731
         return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=seq, check_vma=True)(*a)
 
@@ -239,13 +262,15 @@ def run_case(name):
 
     def flash(*a):
         aux = a[3] if len(a) > 3 else None
-        return flash_attention(a[0], a[1], a[2], None, None, None, aux, **opts)
+        mask = None if ids is None else MaskInfo.from_segments(jnp.asarray(ids[0]), jnp.asarray(ids[1]))
+        return flash_attention(a[0], a[1], a[2], None, None, None, aux, mask_info=mask, **opts)
 
     flash_out = flash(*x)
     flash_grads = jax.grad(lambda *a: jnp.sum(flash(*a).astype(jnp.float32) * w), argnums=tuple(range(len(x))))(*x)
     with jax.enable_x64(True):
         x64 = [jnp.asarray(np.asarray(y, np.float64)) for y in x]
-        vis = ref.visible_mask(jnp, s, sk, causal=opts.get("causal", False), window=opts.get("sliding_window"))
+        vis = ref.visible_mask(jnp, s, sk, causal=opts.get("causal", False), window=opts.get("sliding_window"),
+                               q_seg=None if ids is None else ids[0], kv_seg=None if ids is None else ids[1])
 
         def reference(*a):
             return ref.attention(jnp, a[0], a[1], a[2], vis, sinks=a[3] if len(a) > 3 else None,

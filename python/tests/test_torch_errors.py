@@ -55,10 +55,15 @@ def test_unsupported_options_raise_not_implemented(kwargs, names):
         flash_attention(q, q, q, **kwargs)
 
 
-def test_block_tables_is_not_implemented():
-    q = zeros(1, 8, 2, 64)
-    with pytest.raises(NotImplementedError, match="block_tables"):
-        flash_attention(q, q, q, None, None, None, None, torch.zeros((1, 1), dtype=torch.int32))
+def test_block_tables_read_pages_and_name_bad_ones():
+    q = torch.randn(1, 8, 2, 64)
+    pages = torch.randn(3, 4, 2, 64)
+    tables = torch.tensor([[2, 0]], dtype=torch.int32)
+    got = flash_attention(q, pages, pages, None, None, None, None, tables)
+    dense = pages[tables.long()].reshape(1, 8, 2, 64)
+    torch.testing.assert_close(got, flash_attention(q, dense, dense), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="key: with block_tables, expected a paged cache"):
+        flash_attention(q, q[0], q[0], None, None, None, None, tables)
 
 
 def test_platform_must_be_where_the_tensors_are():

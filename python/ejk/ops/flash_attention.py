@@ -32,7 +32,12 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         ending at Tq (Tk).
       softmax_aux: sinks, any float dtype (cast to float32), [S] shared by every head or
         [Hq, S]: logits that join the softmax denominator only.
-      block_tables: paged K/V: not supported (NotImplementedError).
+      block_tables: int32 [B, max_blocks], paged K/V: key and value are then caches
+        [num_blocks, block_size, Hkv, D] and batch b's keys are the pages block_tables[b] in order
+        (Sk = max_blocks * block_size, every slot a key; ids in [0, num_blocks), unchecked on
+        the device). They are gathered into [B, Sk, Hkv, D] before the kernel, one more pass
+        over the keys read; differentiable (the gradient scatters back into the pages). Not with
+        varlen (as the seed).
       mask_info: an ``ejk.types.MaskInfo``: its segment ids, causal offset, window and chunks
         become the kernel's segment ids, causal flag and window (no dense mask); one only a dense
         mask expresses is NotImplementedError. Query rows whose segment id is -1 give 0.
@@ -55,7 +60,8 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
     Returns:
       out [B, Sq, Hq, D] (query's shape and dtype).{no_gradient}
     """
-    fw.refuse("flash_attention", block_tables=block_tables is not None)
+    if block_tables is not None:
+        key, value = _pages(fw, key, value, block_tables, cum_seqlens_q, cum_seqlens_k)
     return _attend(fw, dict(q=query, k=key, v=value, bias=bias, cum_seqlens_q=cum_seqlens_q,
                             cum_seqlens_k=cum_seqlens_k, softmax_aux=softmax_aux), mask_info,
                    dict(softmax_scale=softmax_scale, causal=causal, sliding_window=sliding_window,
@@ -134,6 +140,26 @@ def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
     if zero_rows is not None:
         out = fw.zero_rows(out, zero_rows)
     return (out, lse) if return_lse else out
+
+
+def _pages(fw, key, value, block_tables, cum_seqlens_q, cum_seqlens_k):
+    """Paged key/value caches read through block_tables, as dense [B, Sk, Hkv, D]."""
+    if cum_seqlens_q is not None or cum_seqlens_k is not None:
+        raise ValueError("block_tables: paged K/V does not take varlen (cum_seqlens_q, cum_seqlens_k), as the seed's")
+    tables = fw.array("block_tables", block_tables)
+    if len(tables.shape) != 2 or fw.dtype_name(tables) not in ("int32", "int64"):
+        raise ValueError(f"block_tables: expected int32 [B, max_blocks], got {fw.dtype_name(tables)} "
+                         f"{list(tables.shape)}")
+    k, v = fw.array("key", key), fw.array("value", value)
+    for name, x in (("key", k), ("value", v)):
+        if len(x.shape) != 4:
+            raise ValueError(f"{name}: with block_tables, expected a paged cache [num_blocks, block_size, Hkv, D], "
+                             f"got shape {list(x.shape)}")
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(f"value: expected key's shape {list(k.shape)} with block_tables, got {list(v.shape)}")
+    b, blocks = tables.shape
+    _, size, heads, dim = k.shape
+    return tuple(x[tables].reshape(b, blocks * size, heads, dim) for x in (k, v))
 
 
 def _lower(fw, mask_info, tensors, scalars):

@@ -128,62 +128,131 @@ class Schedule(NamedTuple):
 
 # --- the ring loops, on a framework's backend (see _ring/jax_ring.py Backend) ---------------------------
 
-def _forward_calls(be, calls, q, kv, acc):
-    out, lse = acc
+def _covers(c, q, k):
+    """Whether call c spans every local query row and every key of the visiting shard."""
+    return c.q0 == 0 and c.nq == q.shape[1] and c.k0 == 0 and c.nk == k.shape[1]
+
+
+def segment_args(q_ids, kv, c):
+    """flash_attention's segment-id tensors for call c (its query rows, the visiting keys; the
+    ids travel with their shard as kv[2]), none without mask_info."""
+    if q_ids is None:
+        return {}
+    return {"q_segment_ids": q_ids[:, c.q0:c.q0 + c.nq], "kv_segment_ids": kv[2][:, c.k0:c.k0 + c.nk]}
+
+
+def _f32(be, xs):
+    """The accumulators in float32 (a no-op where they are): merges and sums run in float32."""
+    return tuple(be.f32(x) for x in xs)
+
+
+def _forward_calls(be, calls, q, q_ids, kv, acc):
     for c in calls:
-        o, l = be.flash(q[:, c.q0:c.q0 + c.nq], kv[0][:, c.k0:c.k0 + c.nk], kv[1][:, c.k0:c.k0 + c.nk], c)
-        o, l = be.merge(out[:, c.q0:c.q0 + c.nq], lse[:, :, c.q0:c.q0 + c.nq], o, l)
-        out, lse = be.put(out, 1, c.q0, o), be.put(lse, 2, c.q0, l)
-    return out, lse
-
-
-def forward(be, q, k, v):
-    """(out float32, lse) of the local queries against every shard: one step per device, the
-    next shard's transfer started before this step's kernels."""
-    acc = be.zeros_like(q), be.empty_lse(q)
-    kv = (k, v)
-    for step in range(be.n):
-        pending = be.send_next(kv) if step + 1 < be.n else None
-        acc = be.step(step, lambda calls, acc, kv: _forward_calls(be, calls, q, kv, acc), acc, kv)
-        kv = pending.wait() if pending is not None else None
+        o, l = be.flash(q[:, c.q0:c.q0 + c.nq], kv[0][:, c.k0:c.k0 + c.nk], kv[1][:, c.k0:c.k0 + c.nk], c,
+                        segment_args(q_ids, kv, c))
+        if acc is None and _covers(c, q, kv[0]):  # nothing to merge with: the kernel's result as it is
+            acc = o, l
+            continue
+        out, lse = _f32(be, acc if acc is not None else (be.zeros_like(q), be.empty_lse(q)))
+        o, l = be.merge(out[:, c.q0:c.q0 + c.nq], lse[:, :, c.q0:c.q0 + c.nq], be.f32(o), l)
+        acc = be.put(out, 1, c.q0, o), be.put(lse, 2, c.q0, l)
     return acc
 
 
-def _backward_calls(be, calls, q, kv, saved, grads):
+def forward(be, q, k, v, q_ids=None, kv_ids=None):
+    """(out, lse) of the local queries against every shard: one step per device, the next
+    shard's transfer started before this step's kernels. The accumulator starts as the first
+    kernel's result where that spans every row, so a ring of one is one flash_attention call;
+    merges run in float32. It is materialized first where devices run different calls (a JAX
+    lax.switch needs one state type for every branch). Segment ids, where given, travel with
+    their key/value shard."""
+    acc, kv = None, (k, v) if kv_ids is None else (k, v, kv_ids)
+    for step in range(be.n):
+        if acc is None and not be.same_calls(step):
+            acc = be.zeros_like(q), be.empty_lse(q)
+        pending = be.send_next(kv) if step + 1 < be.n else None
+        acc = be.step(step, lambda calls, acc, kv: _forward_calls(be, calls, q, q_ids, kv, acc), acc, kv)
+        if be.n > 1 and acc is not None:
+            acc = _f32(be, acc)
+        kv = pending.wait() if pending is not None else None
+    return acc if acc is not None else (be.zeros_like(q), be.empty_lse(q))
+
+
+def _sum(be, acc, like, start, x):
+    """acc + x at rows [start, start + len(x)) along axis 1; acc None: x itself where it spans
+    every row of `like` (in its own dtype), else zeros first; sums in float32."""
+    if acc is None and start == 0 and x.shape[1] == like.shape[1]:
+        return x
+    return be.add(be.f32(acc) if acc is not None else be.zeros_like(like), 1, start, be.f32(x))
+
+
+def _backward_calls(be, calls, q, q_ids, kv, saved, grads):
     out, lse, d_out = saved
     dq, dk, dv = grads
     for c in calls:
         rows, keys = slice(c.q0, c.q0 + c.nq), slice(c.k0, c.k0 + c.nk)
         gq, gk, gv = be.flash_backward(q[:, rows], kv[0][:, keys], kv[1][:, keys], out[:, rows],
-                                       lse[:, :, rows], d_out[:, rows], c)
-        dq, dk, dv = be.add(dq, 1, c.q0, gq), be.add(dk, 1, c.k0, gk), be.add(dv, 1, c.k0, gv)
+                                       lse[:, :, rows], d_out[:, rows], c, segment_args(q_ids, kv, c))
+        dq, dk, dv = _sum(be, dq, q, c.q0, gq), _sum(be, dk, kv[0], c.k0, gk), _sum(be, dv, kv[1], c.k0, gv)
     return dq, dk, dv
 
 
-def backward(be, q, k, v, out, lse, d_out):
-    """(dq, dk, dv), float32: each step's flash backward with the final out and lse (so each is
-    exact); a shard's dk, dv accumulate as they travel with it, and reach their owner after the
-    last step. The accumulator coming in is added after this step's kernels (its transfer
-    overlaps them)."""
+def _zeros_for_none(be, grads, like):
+    return tuple(be.zeros_like(x) if g is None else g for g, x in zip(grads, like))
+
+
+def backward(be, q, k, v, out, lse, d_out, q_ids=None, kv_ids=None):
+    """(dq, dk, dv): each step's flash backward with the final out and lse (so each is exact); a
+    shard's dk, dv accumulate as they travel with it, and reach their owner after the last step.
+    The accumulator coming in is added after this step's kernels (its transfer overlaps them).
+    As in the forward, the first kernels' results start the sums (a ring of one adds nothing)."""
     saved = (out, lse, d_out)
-    dq = be.zeros_like(q)
-    kv, incoming = (k, v), None
+    dq, kv, incoming = None, (k, v) if kv_ids is None else (k, v, kv_ids), None
     for step in range(be.n):
         pending = be.send_next(kv) if step + 1 < be.n else None
-        grads = (dq, be.zeros_like(k), be.zeros_like(v))
-        dq, dk, dv = be.step(step, lambda calls, g, kv: _backward_calls(be, calls, q, kv, saved, g), grads, kv)
-        if incoming is not None:
-            got = incoming.wait()
-            dk, dv = dk + got[0], dv + got[1]
-        incoming = be.send_next((dk, dv)) if be.n > 1 else None
+        grads = (dq, None, None)
+        if not be.same_calls(step):
+            grads = _zeros_for_none(be, grads, (q, k, v))
+        dq, dk, dv = be.step(step, lambda calls, g, kv: _backward_calls(be, calls, q, q_ids, kv, saved, g), grads, kv)
+        dq, dk, dv = _zeros_for_none(be, (dq, dk, dv), (q, k, v))
+        if be.n > 1:
+            dq, dk, dv = _f32(be, (dq, dk, dv))
+            if incoming is not None:
+                got = incoming.wait()
+                dk, dv = dk + got[0], dv + got[1]
+            incoming = be.send_next((dk, dv))
         kv = pending.wait() if pending is not None else None
-    dk, dv = incoming.wait() if incoming is not None else (dk, dv)
-    return dq, dk, dv
+    return (dq,) + (incoming.wait() if incoming is not None else (dk, dv))
 
 
 # --- the public wrappers ---------------------------------------------------------------------
 
-def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platform, sharding):
+def _segments(fw, mask_info, q, k, sharding):
+    """mask_info's segment ids (this device's query and key shards), or None; a mask beyond
+    segment ids has no per-shard form here."""
+    if mask_info is None:
+        return None
+    from .. import types
+    if not isinstance(mask_info, types.MaskInfo):
+        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
+    if any(x is not None for x in sharding):
+        raise NotImplementedError("mask_info: not with mesh/in_specs/out_specs in ejkernel (C++); call ring_attention "
+                                  "inside your own shard_map with the local shards' MaskInfo")
+    lowered = mask_info.lower("mask_info")
+    if lowered.band != (None, None):
+        raise NotImplementedError("mask_info: only segment ids in ring_attention in ejkernel (C++): give a causal or "
+                                  "windowed mask as causal= / sliding_window= (global positions)")
+    if lowered.q_segment_ids is None:
+        return None
+    ids = fw.from_jax(lowered.q_segment_ids, q), fw.from_jax(lowered.kv_segment_ids, q)
+    for name, x, n in (("q_segment_ids", ids[0], q.shape[1]), ("kv_segment_ids", ids[1], k.shape[1])):
+        if tuple(x.shape) != (q.shape[0], n):
+            raise ValueError(f"mask_info: {name}: expected [{q.shape[0]}, {n}] (batch, this device's shard), got "
+                             f"{tuple(x.shape)}")
+    return ids
+
+
+def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platform, sharding, mask_info=None):
     if fw.name == "jax":
         from ._ring import jax_ring as ring
     else:
@@ -205,8 +274,10 @@ def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platfor
     if head_dim % tile:  # zero columns change no logit and give zero outputs: exact
         width = -(-head_dim // tile) * tile
         q, k, v = (fw.pad_last(x, width) for x in (q, k, v))
-    out = ring.run(fw, layout, q, k, v, aux, band, scalars, axis_name, sharding)
-    return out[..., :head_dim]
+    ids = _segments(fw, mask_info, q, k, sharding)
+    out = ring.run(fw, layout, q, k, v, aux, band, scalars, axis_name, sharding, ids)
+    # A query row whose segment id is negative gives 0, as flash_attention's.
+    return out[..., :head_dim] if ids is None else fw.zero_rows(out[..., :head_dim], ids[0])
 
 
 _COMMON_DOC = """
@@ -247,33 +318,39 @@ def ring_attention(fw, query, key, value, softmax_aux=None, bias=None, /, *, mas
                    sliding_window=None, chunk_size=None, causal=False, logits_soft_cap=None, softmax_scale=None,
                    axis_name=None, fused_backward=False, platform=None, cfg=None, mesh=None, in_specs=None,
                    out_specs=None):
-    fw.refuse("ring_attention", bias=bias is not None, mask_info=mask_info is not None,
-              mask_builder=mask_builder is not None, chunk_size=chunk_size is not None, cfg=cfg is not None)
+    fw.refuse("ring_attention", bias=bias is not None, mask_builder=mask_builder is not None, chunk_size=chunk_size is not None, cfg=cfg is not None)
     options = dict(causal=causal, sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
                    softmax_scale=softmax_scale)
     return _run(fw, "plain", query, key, value, softmax_aux, options, axis_name, platform,
-                (mesh, in_specs, out_specs))
+                (mesh, in_specs, out_specs), mask_info)
 
 
-def zigzag_ring_attention(fw, query, key, value, softmax_aux=None, /, *, sliding_window=None, causal=False,
-                          logits_soft_cap=None, softmax_scale=None, axis_name=None, platform=None, mesh=None,
-                          in_specs=None, out_specs=None):
+def zigzag_ring_attention(fw, query, key, value, softmax_aux=None, /, *, mask_info=None, sliding_window=None,
+                          causal=False, logits_soft_cap=None, softmax_scale=None, axis_name=None, platform=None,
+                          mesh=None, in_specs=None, out_specs=None):
     options = dict(causal=causal, sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
                    softmax_scale=softmax_scale)
     return _run(fw, "zigzag", query, key, value, softmax_aux, options, axis_name, platform,
-                (mesh, in_specs, out_specs))
+                (mesh, in_specs, out_specs), mask_info)
+
+
+_MASK_INFO_DOC = """\
+      mask_info: segment ids only (a MaskInfo of this device's query and key shards, in the
+        layout's order; they travel with their shard); a query row whose id is negative gives 0.
+        Any other mask, or mask_info with mesh/in_specs/out_specs: NotImplementedError.
+"""
 
 
 def _doc(head, shards, unsupported=""):
     """A wrapper's docstring: its head, then the common text with its layout's shards and its
     refused arguments (the framework's parts are filled in by _kit.bind)."""
-    return head + _COMMON_DOC.replace("SHARDS", shards).replace("UNSUPPORTED", unsupported)
+    return head + _COMMON_DOC.replace("SHARDS", shards).replace("UNSUPPORTED", _MASK_INFO_DOC + unsupported)
 
 
 ring_attention.__doc__ = _doc("""Ring attention, as ``ejkernel.modules.ring_attention``{on}: the sequence split in
     one contiguous shard per device.
 """, "the shard of device i is the i-th of the sequence", """\
-      bias, mask_info, mask_builder, chunk_size, cfg: not supported (NotImplementedError).
+      bias, mask_builder, chunk_size, cfg: not supported (NotImplementedError).
       fused_backward: any; there is one backward (flash_attention_backward per step).
 """)
 

@@ -35,6 +35,10 @@ class Backend:
         hop = [(i, (i + 1) % self.n) for i in range(self.n)]
         return _Sent(tuple(lax.ppermute(x, self.axis, hop) for x in xs))
 
+    def same_calls(self, step):
+        """Whether every device runs the same calls at `step` (else a lax.switch picks them)."""
+        return len(set(self.schedule.plans(step))) == 1
+
     def step(self, step, fn, state, kv):
         """fn(calls, state, kv) with this device's calls at `step`: a lax.switch over the
         distinct schedules of the devices, or a plain call where they all have one."""
@@ -48,13 +52,14 @@ class Backend:
     def _mask(self, c):
         return dict(causal=c.causal, sliding_window=c.window, **self.scalars)
 
-    def flash(self, q, k, v, c):
-        r = self.fw.call("flash_attention", q=q, k=k, v=v, **self._mask(c))
-        return r["out"].astype(jnp.float32), r["lse"]
+    def flash(self, q, k, v, c, segments):
+        r = self.fw.call("flash_attention", q=q, k=k, v=v, **segments, **self._mask(c))
+        return r["out"], r["lse"]
 
-    def flash_backward(self, q, k, v, out, lse, d_out, c):
-        r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **self._mask(c))
-        return tuple(r[name].astype(jnp.float32) for name in ("dq", "dk", "dv"))
+    def flash_backward(self, q, k, v, out, lse, d_out, c, segments):
+        r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **segments,
+                         **self._mask(c))
+        return tuple(r[name] for name in ("dq", "dk", "dv"))
 
     def merge(self, out_a, lse_a, out_b, lse_b):
         r = self.fw.call("merge_attention_states", out_a=out_a, lse_a=lse_a, out_b=out_b, lse_b=lse_b)
@@ -68,6 +73,10 @@ class Backend:
     def add(acc, axis, start, x):
         index = (slice(None),) * axis + (slice(start, start + x.shape[axis]),)
         return acc.at[index].add(x)
+
+    @staticmethod
+    def f32(x):
+        return x.astype(jnp.float32)
 
     @staticmethod
     def zeros_like(x):
@@ -132,26 +141,26 @@ def _gradient_as(g, x):
 def _differentiable(fw, schedule, axis):
     be = Backend(fw, schedule, axis)
 
-    def forward(q, k, v, aux):
-        out, lse = _ring.forward(be, q, k, v)
+    def forward(q, k, v, aux, ids):
+        out, lse = _ring.forward(be, q, k, v, *ids)
         if aux is not None:
             out, lse = add_sinks(out, lse, aux)
         return _varying_as(out.astype(q.dtype), q), _varying_as(lse, q)
 
     @jax.custom_vjp
-    def ring(q, k, v, aux):
-        return forward(q, k, v, aux)[0]
+    def ring(q, k, v, aux, ids):
+        return forward(q, k, v, aux, ids)[0]
 
-    def fwd(q, k, v, aux):
-        out, lse = forward(q, k, v, aux)
-        return out, (q, k, v, aux, out, lse)
+    def fwd(q, k, v, aux, ids):
+        out, lse = forward(q, k, v, aux, ids)
+        return out, (q, k, v, aux, ids, out, lse)
 
     def bwd(saved, d_out):
-        q, k, v, aux, out, lse = saved
-        dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.astype(q.dtype))
+        q, k, v, aux, ids, out, lse = saved
+        dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.astype(q.dtype), *ids)
         d_aux = None if aux is None else _gradient_as(sink_gradient(aux, lse, out, d_out), aux)
         return (_gradient_as(dq.astype(q.dtype), q), _gradient_as(dk.astype(k.dtype), k),
-                _gradient_as(dv.astype(v.dtype), v), d_aux)
+                _gradient_as(dv.astype(v.dtype), v), d_aux, None)
 
     ring.defvjp(fwd, bwd)
     return ring
@@ -159,11 +168,11 @@ def _differentiable(fw, schedule, axis):
 
 def _local(fw, layout, band, scalars, axis):
     """The ring on one device's shards (inside shard_map when axis is given)."""
-    def run(q, k, v, aux=None):
+    def run(q, k, v, aux=None, ids=(None, None)):
         n = 1 if axis is None else lax.axis_size(axis)
         _ring.check_lengths(layout, q, k)
         schedule = _ring.Schedule(n, layout, q.shape[1], k.shape[1], band, tuple(sorted(scalars.items())))
-        return _differentiable(fw, schedule, axis)(q, k, v, aux)
+        return _differentiable(fw, schedule, axis)(q, k, v, aux, ids)
     return run
 
 
@@ -190,11 +199,11 @@ def _check_sharding(axis, mesh, in_specs, out_specs, operands):
     return specs
 
 
-def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding):
+def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding, ids=None):
     from ... import _sharding
     mesh, in_specs, out_specs = sharding
     operands = (q, k, v) if aux is None else (q, k, v, aux)
     if not _sharding.requested(mesh, in_specs, out_specs):
-        return _local(fw, layout, band, scalars, axis)(*operands)
+        return _local(fw, layout, band, scalars, axis)(q, k, v, aux, ids or (None, None))
     specs = _check_sharding(axis, mesh, in_specs, out_specs, operands)
     return _sharding.run(_local(fw, layout, band, scalars, axis), mesh, specs, out_specs, operands)

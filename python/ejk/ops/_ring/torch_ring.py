@@ -40,6 +40,11 @@ class Backend:
                           dist.P2POp(dist.irecv, buf, self.prev, self.group))]
         return _Pending(dist.batch_isend_irecv(ops), sent, received)
 
+    @staticmethod
+    def same_calls(step):
+        """A rank runs its own schedule: the state may differ in type between ranks."""
+        return True
+
     def step(self, step, fn, state, kv):
         s = self.schedule
         return fn(_ring.plan(s.layout, s.n, self.rank, step, s.sq, s.sk, s.band), state, kv)
@@ -47,14 +52,14 @@ class Backend:
     def _mask(self, c):
         return dict(causal=c.causal, sliding_window=c.window, **self.scalars)
 
-    def flash(self, q, k, v, c):
-        r = self.fw.call("flash_attention", q=q, k=k, v=v, **self._mask(c))
-        return r["out"].float(), r["lse"]
+    def flash(self, q, k, v, c, segments):
+        r = self.fw.call("flash_attention", q=q, k=k, v=v, **segments, **self._mask(c))
+        return r["out"], r["lse"]
 
-    def flash_backward(self, q, k, v, out, lse, d_out, c):
+    def flash_backward(self, q, k, v, out, lse, d_out, c, segments):
         r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse.contiguous(), d_out=d_out,
-                         **self._mask(c))
-        return tuple(r[name].float() for name in ("dq", "dk", "dv"))
+                         **segments, **self._mask(c))
+        return tuple(r[name] for name in ("dq", "dk", "dv"))
 
     def merge(self, out_a, lse_a, out_b, lse_b):
         r = self.fw.call("merge_attention_states", out_a=out_a, lse_a=lse_a.contiguous(), out_b=out_b,
@@ -70,6 +75,10 @@ class Backend:
     def add(acc, axis, start, x):
         acc.narrow(axis, start, x.shape[axis]).add_(x)
         return acc
+
+    @staticmethod
+    def f32(x):
+        return x.float()
 
     @staticmethod
     def zeros_like(x):
@@ -102,29 +111,29 @@ def sink_gradient(aux, lse, out, d_out):
 
 class _Ring(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, be, q, k, v, aux):
-        out, lse = _ring.forward(be, q, k, v)
+    def forward(ctx, be, q, k, v, aux, q_ids, kv_ids):
+        out, lse = _ring.forward(be, q, k, v, q_ids, kv_ids)
         if aux is not None:
             out, lse = add_sinks(out, lse, aux)
         out = out.to(q.dtype)
         ctx.be = be
-        ctx.save_for_backward(q, k, v, aux, out, lse)
+        ctx.save_for_backward(q, k, v, aux, out, lse, q_ids, kv_ids)
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, aux, out, lse = ctx.saved_tensors
+        q, k, v, aux, out, lse, q_ids, kv_ids = ctx.saved_tensors
         be = ctx.be
-        dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.to(q.dtype).contiguous())
+        dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.to(q.dtype).contiguous(), q_ids, kv_ids)
         d_aux = None
         if aux is not None and ctx.needs_input_grad[4]:
             d_aux = sink_gradient(aux, lse, out, d_out)
             if be.group is not None:  # the sinks are shared by every rank's rows: the whole gradient on each
                 dist.all_reduce(d_aux, group=be.group)
-        return None, dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), d_aux
+        return None, dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), d_aux, None, None
 
 
-def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding):
+def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding, ids=None):
     mesh, in_specs, out_specs = sharding
     fw.refuse("ring_attention", mesh=mesh is not None, in_specs=in_specs is not None,
               out_specs=out_specs is not None)
@@ -137,4 +146,6 @@ def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding):
         group, n, rank = axis, dist.get_world_size(axis), dist.get_rank(axis)
     _ring.check_lengths(layout, q, k)
     schedule = _ring.Schedule(n, layout, q.shape[1], k.shape[1], band, tuple(sorted(scalars.items())))
-    return _Ring.apply(Backend(fw, schedule, group, rank), q.contiguous(), k.contiguous(), v.contiguous(), aux)
+    q_ids, kv_ids = (None, None) if ids is None else (x.contiguous() for x in ids)
+    return _Ring.apply(Backend(fw, schedule, group, rank), q.contiguous(), k.contiguous(), v.contiguous(), aux, q_ids,
+                       kv_ids)
