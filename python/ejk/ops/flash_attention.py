@@ -41,7 +41,7 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         kept ones are scaled by 1 / (1 - p); the softmax denominator does not see dropout. The
         keep decision of (batch, head, query, key) is Philox 4x32-10 of dropout_seed and those
         coordinates (varlen: the sequence's index and positions within it), the same on every
-        backend, block size and run (kernels/ejk/kernels/common/philox.h). CPU only for now.
+        backend, block size and run (kernels/ejk/kernels/common/philox.h).
       dropout_seed: an int in [-2^63, 2^64) (None: 0), the Philox key; the gradient uses the same.
       causal: key j is visible from query i only if j <= i (top-left aligned).
       sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right].

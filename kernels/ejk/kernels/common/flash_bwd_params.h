@@ -56,6 +56,13 @@ struct FlashBwdDropoutParams : FlashBwdParams {
 EJK_HD const DropoutParams& flash_dropout(const FlashBwdParams& p) {
   return static_cast<const FlashBwdDropoutParams&>(p).dropout;
 }
+template <bool kDropout> struct FlashBwdArgsOf {
+  using type = FlashBwdParams;
+};
+template <> struct FlashBwdArgsOf<true> {
+  using type = FlashBwdDropoutParams;
+};
+template <bool kDropout> using FlashBwdArgs = typename FlashBwdArgsOf<kDropout>::type;
 
 // The exponent of P = exp(x - lse), never above 0: lse bounds every logit of its row, but a logit
 // recomputed in f32 can pass it by an ulp of its size (thousands at a scale of 2^31), which exp

@@ -67,6 +67,14 @@ struct FlashFwdDropoutParams : FlashFwdParams {
 EJK_HD const DropoutParams& flash_dropout(const FlashFwdParams& p) {
   return static_cast<const FlashFwdDropoutParams&>(p).dropout;
 }
+// A CUDA entry point's parameter type: FlashFwdArgs<key's dropout flag>.
+template <bool kDropout> struct FlashFwdArgsOf {
+  using type = FlashFwdParams;
+};
+template <> struct FlashFwdArgsOf<true> {
+  using type = FlashFwdDropoutParams;
+};
+template <bool kDropout> using FlashFwdArgs = typename FlashFwdArgsOf<kDropout>::type;
 
 // The planes and rows a bias [B|1, Hq|1, Sq|1, Sk] holds: 1 along each broadcast (stride 0)
 // axis; rows are positions in a sequence (varlen: the longest's).
