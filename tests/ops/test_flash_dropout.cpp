@@ -161,7 +161,7 @@ TEST_CASE("flash attention backward with dropout is deterministic", "[flash_drop
   }
 }
 
-TEST_CASE("flash attention refuses a dropout_prob outside [0, 1), naming it", "[flash_dropout][cpu]") {
+TEST_CASE("flash attention refuses a dropout_prob that is not in 0 <= p < 1, naming it", "[flash_dropout][cpu]") {
   Problem p;
   p.b = 1, p.sq = 8, p.sk = 8, p.hq = 1, p.hkv = 1;
   Case c = make_case(p, 1);
