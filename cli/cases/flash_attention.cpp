@@ -1,6 +1,7 @@
 // `ejk run flash_attention`: the problem's options, random inputs (segment ids in runs with a
 // padded tail, packed lengths that sum to the totals), and the work the op counts.
 #include <algorithm>
+#include <cstdint>
 
 #include "cases/flash_inputs.h"
 #include "ejk/admin.h"
@@ -42,6 +43,8 @@ class FlashAttentionCase final : public OpCase {
     cmd.add_option("--window", window_, "Sliding window: W or L,R");
     cmd.add_option("--softcap", softcap_, "Logit soft cap C > 0: C*tanh(s/C)");
     cmd.add_option("--scale", scale_, "Softmax scale (default 1/sqrt(D))");
+    cmd.add_option("--dropout-prob", dropout_prob_, "Dropout probability p in [0, 1) of the attention weights");
+    cmd.add_option("--dropout-seed", dropout_seed_, "Dropout seed (the Philox key)");
     cmd.add_flag("--sinks", sinks_flag_, "Random attention sinks: one per head, softmax_aux [Hq, 1]");
     cmd.add_option("--num-sinks", sinks_, "Sinks per head (softmax_aux [Hq, N])");
     cmd.add_flag("--shared-sinks", shared_sinks_, "Sinks shared by every head (softmax_aux [N], as the seed's 1-D form)");
@@ -82,6 +85,8 @@ class FlashAttentionCase final : public OpCase {
     }
     if (!softcap_.empty()) c.set("logits_soft_cap", parse_float(softcap_, "--softcap"));
     if (!scale_.empty()) c.set("softmax_scale", parse_float(scale_, "--scale"));
+    if (!dropout_prob_.empty()) c.set("dropout_prob", parse_float(dropout_prob_, "--dropout-prob"));
+    if (!dropout_seed_.empty()) c.set("dropout_seed", parse_int(dropout_seed_, "--dropout-seed", INT64_MIN, INT64_MAX));
   }
 
   void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const override {
@@ -111,7 +116,7 @@ class FlashAttentionCase final : public OpCase {
     return parse_int(text, option, min, int64_t{1} << 40);
   }
   std::string b_ = "1", sq_ = "512", sk_ = "512", hq_ = "8", hkv_ = "8", d_ = "128", sinks_;
-  std::string window_, softcap_, scale_;
+  std::string window_, softcap_, scale_, dropout_prob_, dropout_seed_;
   bool causal_ = false, segments_ = false, varlen_ = false, bias_ = false, no_normalize_ = false;
   bool sinks_flag_ = false, shared_sinks_ = false;
   mutable int64_t nseg_ = 1;

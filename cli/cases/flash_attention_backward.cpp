@@ -2,6 +2,7 @@
 // lse from the forward run on the CPU (so they are the forward's, as training saves them), a
 // random d_out, and the op's FLOPs (2.5 times the forward's).
 #include <algorithm>
+#include <cstdint>
 
 #include "cases/flash_inputs.h"
 #include "ejk/admin.h"
@@ -28,6 +29,8 @@ class FlashAttentionBackwardCase final : public OpCase {
     cmd.add_option("--window", window_, "Sliding window: W or L,R");
     cmd.add_option("--softcap", softcap_, "Logit soft cap C > 0: C*tanh(s/C)");
     cmd.add_option("--scale", scale_, "Softmax scale (default 1/sqrt(D))");
+    cmd.add_option("--dropout-prob", dropout_prob_, "Dropout probability p in [0, 1) of the attention weights");
+    cmd.add_option("--dropout-seed", dropout_seed_, "Dropout seed (the Philox key)");
     cmd.add_option("--num-sinks", sinks_, "Sinks per head (softmax_aux [Hq, N]); with dsoftmax_aux");
     cmd.add_flag("--shared-sinks", shared_sinks_, "Sinks shared by every head (softmax_aux [N])");
     cmd.add_flag("--segments", segments_, "Random segment ids (with padding)");
@@ -70,6 +73,8 @@ class FlashAttentionBackwardCase final : public OpCase {
     }
     if (!softcap_.empty()) c.set("logits_soft_cap", parse_float(softcap_, "--softcap"));
     if (!scale_.empty()) c.set("softmax_scale", parse_float(scale_, "--scale"));
+    if (!dropout_prob_.empty()) c.set("dropout_prob", parse_float(dropout_prob_, "--dropout-prob"));
+    if (!dropout_seed_.empty()) c.set("dropout_seed", parse_int(dropout_seed_, "--dropout-seed", INT64_MIN, INT64_MAX));
   }
 
   void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const override {
@@ -114,7 +119,7 @@ class FlashAttentionBackwardCase final : public OpCase {
     return parse_int(text, option, min, int64_t{1} << 40);
   }
   std::string b_ = "1", sq_ = "512", sk_ = "512", hq_ = "8", hkv_ = "8", d_ = "128", sinks_;
-  std::string window_, softcap_, scale_;
+  std::string window_, softcap_, scale_, dropout_prob_, dropout_seed_;
   bool causal_ = false, segments_ = false, varlen_ = false, bias_ = false, bias_shared_ = false, shared_sinks_ = false;
   mutable int64_t nseg_ = 1;
   mutable bool forward_due_ = false;

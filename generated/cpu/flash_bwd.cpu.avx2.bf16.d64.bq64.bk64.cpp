@@ -12,7 +12,8 @@ struct Config : ejk::cpu::FlashBwdConfig<ejk::cpu::ElemKind::bf16, /*kHeadDim=*/
                                                              .segments = false,
                                                              .softcap = false,
                                                              .sinks = false,
-                                                             .bias = false}> {};
+                                                             .bias = false,
+                                                             .dropout = false}> {};
 }  // namespace
 
 extern "C" void ejk_flash_bwd_cpu_avx2_bf16_d64_bq64_bk64(const void* params, long long task_begin, long long task_end) {

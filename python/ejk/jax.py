@@ -85,7 +85,9 @@ def _op(op, names, scalars):
         if rule is None:
             outs = _batching.sequential(ffi, in_batched, operands)
         else:
-            outs = rule(ffi, size, names, in_batched, operands)
+            # A rule marked `takes_scalars` also sees the call's scalars (name -> value).
+            extra = {"scalars": {n: v for n, _, v in scalars}} if getattr(rule, "takes_scalars", False) else {}
+            outs = rule(ffi, size, names, in_batched, operands, **extra)
         outs = tuple(outs)
         return outs, (True,) * len(outs)
 

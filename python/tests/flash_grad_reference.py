@@ -43,9 +43,10 @@ def _sum(xp, x):
     return xp.sum(x, dim=-1, keepdim=True) if _is_torch(xp) else xp.sum(x, axis=-1, keepdims=True)
 
 
-def attention(xp, q, k, v, visible, bias=None, sinks=None, scale=None, softcap=None):
+def attention(xp, q, k, v, visible, bias=None, sinks=None, scale=None, softcap=None, drop=None):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], visible [B|1, Sq, Sk], bias [B|1, Hq|1, Sq, Sk],
-    sinks [Hq, S] or [S]. Returns out [B, Sq, Hq, D] and lse [B, Hq, Sq]."""
+    sinks [Hq, S] or [S], drop [B, Hq, Sq, Sk] the dropout factors (keep / (1 - p), applied to the
+    weights after the softmax; lse does not see them). Returns out [B, Sq, Hq, D] and lse [B, Hq, Sq]."""
     hq, hkv, d = q.shape[2], k.shape[2], q.shape[3]
     scale = 1.0 / d ** 0.5 if scale is None else scale
     k = _repeat(xp, k, hq // hkv, 2)
@@ -67,6 +68,6 @@ def attention(xp, q, k, v, visible, bias=None, sinks=None, scale=None, softcap=N
     e = xp.exp(full - m)
     denom = _sum(xp, e)
     p = e[..., :s.shape[-1]] / xp.where(denom > 0, denom, 1.0)
-    out = xp.einsum("bhqk,bkhd->bqhd", p, v)
+    out = xp.einsum("bhqk,bkhd->bqhd", p if drop is None else p * drop, v)
     lse = (m + xp.log(denom))[..., 0]
     return out, lse

@@ -50,7 +50,6 @@ def test_a_traced_option_is_a_value_error():
 
 
 @pytest.mark.parametrize("kwargs, names", [
-    (dict(dropout_prob=0.1), "dropout_prob"),
     (dict(platform="pallas"), "platform: 'pallas'"),
 ])
 def test_unsupported_options_raise_not_implemented(kwargs, names):

@@ -139,7 +139,6 @@ def test_platform_refused(rng, platform, error, match):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(dropout_prob=0.1), r"^flash_attention: dropout_prob is not supported"),
     (dict(logits_dtype=jnp.int32), r"^logits_dtype: expected a floating dtype"),
     (dict(precision="sideways"), r"^precision: expected a jax.lax.Precision"),
 ])

@@ -40,7 +40,8 @@ def test_the_schema_carries_one_value_per_tuning_axis(rng):
     schema = str(torch.ops.ejk.flash_attention.default._schema)
     assert "int[]? tune=None" in schema
     assert "tune" not in str(torch.ops.ejk.mean_pooling.default._schema)
-    args = (q, k, v) + (None,) * 13
+    # Every optional argument between v and tune left out.
+    args = (q, k, v) + (None,) * (len(torch.ops.ejk.flash_attention.default._schema.arguments) - 4)
     torch.library.opcheck(torch.ops.ejk.flash_attention.default, args + ([32, 0],))
     with pytest.raises(RuntimeError, match="block_q = 7"):  # the value reached libejk, which refuses it
         torch.ops.ejk.flash_attention.default(*args, [7, 0])

@@ -45,7 +45,6 @@ def test_bad_arguments_raise_value_error_naming_them(call, message):
 
 
 @pytest.mark.parametrize("kwargs, names", [
-    (dict(dropout_prob=0.1), "dropout_prob"),
     (dict(mesh=object(), out_specs=object()), "mesh, out_specs are"),
     (dict(platform="pallas"), "platform: 'pallas'"),
 ])

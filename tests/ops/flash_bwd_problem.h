@@ -34,6 +34,8 @@ struct Problem {
   BiasKind bias = BiasKind::none;
   SinkKind sinks = SinkKind::none;
   int64_t num_sinks = 2;
+  std::optional<double> dropout_prob;  // with dropout_seed, for the forward and the backward
+  int64_t dropout_seed = 0;
   std::string name() const;
 };
 
@@ -104,11 +106,11 @@ inline void poison(Tensor& t) { std::memset(t.data(), 0xff, t.nbytes()); }
 }  // namespace detail
 
 inline std::string Problem::name() const {
-  return fmt::format("{} b{} sq{} sk{} h{}/{} d{}{}{}{}{}{}{} bias{} sinks{}", dtype_name(dtype), b, sq, sk, hq, hkv, d,
+  return fmt::format("{} b{} sq{} sk{} h{}/{} d{}{}{}{}{}{}{} bias{} sinks{}{}", dtype_name(dtype), b, sq, sk, hq, hkv, d,
                      d_lse ? " d_lse" : "",
                      causal ? " causal" : "", window ? fmt::format(" win{},{}", (*window)[0], (*window)[1]) : "",
                      softcap ? fmt::format(" cap{}", *softcap) : "", segments ? " seg" : "", varlen ? " varlen" : "",
-                     int(bias), int(sinks));
+                     int(bias), int(sinks), dropout_prob ? fmt::format(" drop{}", *dropout_prob) : "");
 }
 
 inline const Tensor& Case::get(const std::string& name) const {
@@ -165,6 +167,7 @@ inline Case make_case(const Problem& p, uint64_t seed, Device forward_on = {}) {
   if (p.window) c.scalars.set("sliding_window", *p.window);
   if (p.softcap) c.scalars.set("logits_soft_cap", *p.softcap);
   if (p.scale) c.scalars.set("softmax_scale", *p.scale);
+  if (p.dropout_prob) c.scalars.set("dropout_prob", *p.dropout_prob).set("dropout_seed", p.dropout_seed);
   // The forward: out and lse as training saves them.
   Tensor out = Tensor::empty(qs, p.dtype), lse = Tensor::empty(p.varlen ? Dims{1, p.hq, p.sq} : Dims{p.b, p.hq, p.sq},
                                                              DType::f32);

@@ -61,6 +61,7 @@ std::vector<std::pair<std::string, std::string>> sample_headers() {
   return {{"ejk/kernels/common/base.h", read_text(common + "base.h")},
           {"ejk/kernels/common/mask.h", read_text(common + "mask.h")},
           {"ejk/kernels/common/flash_params.h", read_text(common + "flash_params.h")},
+          {"ejk/kernels/common/philox.h", read_text(common + "philox.h")},
           {"jit_sample_attention.h", read_text(EJK_TEST_KERNEL)}};
 }
 

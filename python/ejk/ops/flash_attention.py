@@ -42,7 +42,12 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         become the kernel's segment ids, causal flag and window (no dense mask); one only a dense
         mask expresses is NotImplementedError. Query rows whose segment id is -1 give 0.
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
-      dropout_prob: 0 only (NotImplementedError otherwise); dropout_seed is then unused.
+      dropout_prob: p in [0, 1): each attention weight is dropped with probability p and the
+        kept ones are scaled by 1 / (1 - p); the softmax denominator does not see dropout. The
+        keep decision of (batch, head, query, key) is Philox 4x32-10 of dropout_seed and those
+        coordinates (varlen: the sequence's index and positions within it), the same on every
+        backend, block size and run (kernels/ejk/kernels/common/philox.h).
+      dropout_seed: an int in [-2^63, 2^64) (None: 0), the Philox key; the gradient uses the same.
       causal: key j is visible from query i only if j <= i (top-left aligned).
       sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right].
       logits_soft_cap: cap > 0: logits become cap * tanh(logits / cap).
@@ -65,8 +70,9 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
     return _attend(fw, dict(q=query, k=key, v=value, bias=bias, cum_seqlens_q=cum_seqlens_q,
                             cum_seqlens_k=cum_seqlens_k, softmax_aux=softmax_aux), mask_info,
                    dict(softmax_scale=softmax_scale, causal=causal, sliding_window=sliding_window,
-                        logits_soft_cap=logits_soft_cap, normalize_output=normalize_output),
-                   dict(dropout_prob=dropout_prob, precision=precision, logits_dtype=logits_dtype, platform=platform,
+                        logits_soft_cap=logits_soft_cap, normalize_output=normalize_output,
+                        **_dropout_scalars(dropout_prob, dropout_seed)),
+                   dict(precision=precision, logits_dtype=logits_dtype, platform=platform,
                         cfg=cfg), (mesh, in_specs, out_specs), return_lse=False)
 
 
@@ -98,7 +104,6 @@ def flash_attention_with_lse(fw, query, key, value, bias=None, cum_seqlens_q=Non
 def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
     """The call both wrappers make: options checked, mask_info lowered, dtypes cast where the
     seed casts, head_dim padded where the kernels do not tile it."""
-    fw.refuse("flash_attention", dropout_prob=options.get("dropout_prob", 0.0) != 0.0)
     if not fw.is_float_dtype(options.get("logits_dtype", _DEFAULT)):
         raise ValueError(f"logits_dtype: expected a floating dtype, got {options['logits_dtype']!r}")
     fw.check_precision(options.get("precision", _DEFAULT))
@@ -160,6 +165,21 @@ def _pages(fw, key, value, block_tables, cum_seqlens_q, cum_seqlens_k):
     b, blocks = tables.shape
     _, size, heads, dim = k.shape
     return tuple(x[tables].reshape(b, blocks * size, heads, dim) for x in (k, v))
+
+
+def _dropout_scalars(dropout_prob, dropout_seed):
+    """dropout_prob and dropout_seed as the spec's f32 and i64 (a seed of 2^63 or more as its
+    u64 bits); none at p = 0, so the call is the no-dropout one."""
+    if isinstance(dropout_prob, bool) or not isinstance(dropout_prob, (int, float)):
+        raise TypeError(f"dropout_prob: expected a float in [0, 1), got {type(dropout_prob).__name__}")
+    if not (0.0 <= dropout_prob < 1.0):  # NaN fails too
+        raise ValueError(f"dropout_prob: expected a float in [0, 1), got {dropout_prob!r}")
+    seed = 0 if dropout_seed is None else dropout_seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -(1 << 63) <= seed < (1 << 64):
+        raise ValueError(f"dropout_seed: expected None or an int in [-2^63, 2^64), got {dropout_seed!r}")
+    if dropout_prob == 0.0:
+        return {}
+    return dict(dropout_prob=float(dropout_prob), dropout_seed=seed - (1 << 64) if seed >= (1 << 63) else seed)
 
 
 def _lower(fw, mask_info, tensors, scalars):
@@ -238,11 +258,14 @@ DOCS = {"jax": {"sharding": _JAX_SHARDING},
                   "sharding": "      mesh, in_specs, out_specs: None only."}}
 
 
-def _vmap(op, size, names, in_batched, operands):
-    """Folds the mapped axis into B; packed varlen and per-example sinks map one at a time."""
+def _vmap(op, size, names, in_batched, operands, scalars):
+    """Folds the mapped axis into B; packed varlen and per-example sinks map one at a time, and
+    so do dropout calls with a bias or sinks: the backward maps those one at a time, and the keep
+    mask of a folded example (its batch index) must be the one its gradient sees."""
     from .. import _batching
     batched = dict(zip(names, in_batched))
-    if "cum_seqlens_q" in names or batched.get("softmax_aux"):
+    dropout_apart = scalars.get("dropout_prob", 0.0) != 0.0 and {"bias", "softmax_aux"} & set(names)
+    if "cum_seqlens_q" in names or batched.get("softmax_aux") or dropout_apart:
         return _batching.sequential(op, in_batched, operands)
     q = operands[0]
     batch = q.shape[1] if batched["q"] else q.shape[0]
@@ -271,6 +294,7 @@ def _vmap_backward(op, size, names, in_batched, operands):
     return tuple(_batching.unfold(y, size, batch) if y.ndim else jnp.zeros((size,), y.dtype) for y in outs)
 
 
+_vmap.takes_scalars = True
 VMAP = {"flash_attention": _vmap, "flash_attention_backward": _vmap_backward}
 
 
@@ -338,4 +362,5 @@ GRADIENTS = {"flash_attention": _backward}
 # The docstring's gradient sentence, in every framework.
 for _parts in DOCS.values():
     _parts["no_gradient"] = (" Differentiable (flash_attention_backward from the saved out and lse): gradients "
-                             "reach query, key, value, bias and softmax_aux, through out and lse.")
+                             "reach query, key, value, bias and softmax_aux, through out and lse. Deterministic at no "
+                             "cost: no atomics, two runs give bit-identical gradients; dropout uses the forward's seed.")

@@ -308,8 +308,12 @@ struct Binder {
       if (std::holds_alternative<std::monostate>(v)) continue;
       bool ok = false, on = true;
       switch (d.type) {
+        // A number sets its flag when nonzero (dropout_prob = 0 is no dropout).
         case ScalarType::f32:
-        case ScalarType::f64: ok = std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v); break;
+        case ScalarType::f64:
+          ok = std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
+          on = ok && (std::holds_alternative<double>(v) ? std::get<double>(v) != 0 : std::get<int64_t>(v) != 0);
+          break;
         case ScalarType::i64: ok = std::holds_alternative<int64_t>(v); break;
         case ScalarType::boolean: ok = std::holds_alternative<bool>(v); on = ok && std::get<bool>(v); break;
         case ScalarType::i64x2: ok = std::holds_alternative<std::array<int64_t, 2>>(v) || std::holds_alternative<int64_t>(v); break;

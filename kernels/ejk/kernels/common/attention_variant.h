@@ -24,6 +24,9 @@ struct AttentionFlags {
   // sm90a's schedule (one CTA per work item, the key's `.items`): changes the order of work,
   // never the result; the other backends' keys leave it off.
   bool per_item = false;
+  // Dropout on the attention weights (common/philox.h); last, so that keys without it keep the
+  // mangled names and binaries they had before it existed.
+  bool dropout = false;
 };
 
 // Whether a variant's mask can hide keys by position at all (else every key is visible).

@@ -4,6 +4,7 @@
 #pragma once
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/mask.h"
+#include "ejk/kernels/common/philox.h"
 
 namespace ejk {
 
@@ -56,6 +57,24 @@ struct FlashFwdParams {
   // must not share it. Null: the static order. Changes only the order of work.
   u32* tile_counter;
 };
+
+// The params of dropout variants: the base struct (whose size and layout the other variants'
+// binaries keep) followed by the dropout's. Kernels of such variants read it through
+// flash_dropout.
+struct FlashFwdDropoutParams : FlashFwdParams {
+  DropoutParams dropout;
+};
+EJK_HD const DropoutParams& flash_dropout(const FlashFwdParams& p) {
+  return static_cast<const FlashFwdDropoutParams&>(p).dropout;
+}
+// A CUDA entry point's parameter type: FlashFwdArgs<key's dropout flag>.
+template <bool kDropout> struct FlashFwdArgsOf {
+  using type = FlashFwdParams;
+};
+template <> struct FlashFwdArgsOf<true> {
+  using type = FlashFwdDropoutParams;
+};
+template <bool kDropout> using FlashFwdArgs = typename FlashFwdArgsOf<kDropout>::type;
 
 // The planes and rows a bias [B|1, Hq|1, Sq|1, Sk] holds: 1 along each broadcast (stride 0)
 // axis; rows are positions in a sequence (varlen: the longest's).

@@ -95,7 +95,7 @@ EJK_HD bool load_query(const FlashBwdParams& p, const Seq& s, i64 h, i64 i, Quer
 }
 
 // The gradient dX of the pre-cap logit of (query row r = query i of head h, key j) and the
-// pair's probability; false when the pair's segments hide it (the caller checks positions).
+// pair's probability (dropout variants: its dropped weight, the one out was made of); false when the pair's segments hide it (the caller checks positions).
 template <class Cfg>
 EJK_HD bool pair_grad(const FlashBwdParams& p, const QueryRow<Cfg>& r, const Seq& s, i64 h, i64 i, i64 j,
                       const float* k_row, const float* v_row, float& prob, float& dx) {
@@ -111,7 +111,15 @@ EJK_HD bool pair_grad(const FlashBwdParams& p, const QueryRow<Cfg>& r, const Seq
   const float x = transform_logit<F.bias, F.softcap>(f.scale * dot<D>(r.q, k_row), bias, f.softcap, inv_cap,
                                                      FastTanh{});
   prob = exp_approx(prob_exponent(x, r.lse));
-  float ds = prob * (dot<D>(r.d_out, v_row) - r.delta);
+  float ds;
+  if constexpr (F.dropout) {
+    // The dropped weight feeds dv; dP is masked and scaled (flash_bwd_params.h).
+    const float z = dropout_factor(flash_dropout(p), s.b, h, i, j);
+    ds = prob * (z * dot<D>(r.d_out, v_row) - r.delta);
+    prob *= z;
+  } else {
+    ds = prob * (dot<D>(r.d_out, v_row) - r.delta);
+  }
   if constexpr (F.softcap) {
     const float t = x * inv_cap;  // x is the capped logit cap * tanh(pre / cap)
     ds *= 1.0f - t * t;

@@ -55,9 +55,11 @@ __attribute__((noinline)) void run_tasks_with(const FlashFwdParams& p, long long
 // blocks; otherwise it runs the FMA engine. An object holds one engine only: a fallback engine
 // would double the compile (the JIT's cold time) for code that never runs, since the runtime
 // picks an AMX target only where the OS grants the tile state (runtime/src/engine/host_cpu.cpp, host_has).
+// Dropout variants run the FMA engine: the AMX engine packs probabilities into bf16 tiles as it
+// computes them, before the keep mask could apply.
 template <class Cfg> constexpr bool flash_fwd_uses_amx() {
 #if EJK_CPU_AMX
-  return AmxEngine<Cfg>::kSupported;
+  return AmxEngine<Cfg>::kSupported && !Cfg::flags.dropout;
 #else
   return false;
 #endif

@@ -48,6 +48,7 @@ template <class Cfg> struct FmaEngine {
     // The rescale is free here (folded into the P.V tile load): track the exact max.
     scores_to_probabilities<Cfg, /*kScale=*/false>(p, g, ts, st, blk, /*rescale_threshold=*/0.0f,
                                                    InPlaceProbabilities<BQ>{st});
+    if constexpr (Cfg::flags.dropout) drop_probabilities<Cfg>(p, g, st, blk);
     NoPrefetch none;
     fma_gemm<BQ, Dp / kVecWidth>({st, 1, BQ}, vb, Dp, blk.kn, o, Dp, true, ts.softmax.alpha, none);
   }

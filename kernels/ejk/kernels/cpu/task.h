@@ -200,6 +200,25 @@ EJK_HD bool scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry&
                            softmax_scale, rescale_threshold, probabilities);
 }
 
+// Dropout of one block's probabilities st[key][query] (kn x BQ) in place, after softmax_block
+// summed them into l (the denominator does not see dropout) and before they weight V. One
+// Philox block serves four keys of a row (common/philox.h); blocks start at any key.
+template <class Cfg>
+EJK_HD void drop_probabilities(const FlashFwdParams& p, const TaskGeometry& g, float* st, const KvBlock& blk) {
+  constexpr int BQ = Cfg::block_q;
+  const DropoutParams& d = flash_dropout(p);
+  for (int i = 0; i < g.rows; ++i) {
+    const i64 q = g.q0 + i;
+    for (int j = 0; j < blk.kn;) {
+      const i64 key = blk.k0 + j;
+      const Philox4 words = dropout_words(d, g.b, g.h, q, key);
+      const int end = (int)min_of<i64>(blk.kn, j + 4 - (key & 3));
+      for (; j < end; ++j)
+        st[j * BQ + i] *= dropout_keep_word(d, words.w[(blk.k0 + j) & 3]) ? d.scale : 0.0f;
+    }
+  }
+}
+
 // Folds the sinks into row i's statistics and writes its output row (from the float32
 // accumulator row o, relative to the reference max m) and its lse. The final max is the true
 // one (mask.h: the unnormalized output is relative to the max over logits and sinks).

@@ -63,7 +63,14 @@ __device__ __forceinline__ bool bwd_pair(const FlashBwdParams& p, const BwdSeq& 
   if constexpr (F.bias) x += bwd_read<E>(f.bias, s.b * f.bias_stride_b + h * f.bias_stride_h + i * f.bias_stride_q + j);
   if constexpr (F.softcap) x = f.softcap * tanhf(x / f.softcap);
   prob = __expf(prob_exponent(x, lse));
-  dx = prob * (dot_dv - delta);
+  if constexpr (F.dropout) {
+    // The dropped weight feeds dv; dP is masked and scaled (flash_bwd_params.h).
+    const float z = dropout_factor(flash_dropout(p), s.b, h, i, j);
+    dx = prob * (z * dot_dv - delta);
+    prob *= z;
+  } else {
+    dx = prob * (dot_dv - delta);
+  }
   if constexpr (F.softcap) {
     const float t = x / f.softcap;
     dx *= 1.0f - t * t;

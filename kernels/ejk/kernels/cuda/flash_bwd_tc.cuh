@@ -10,6 +10,7 @@
 #pragma once
 #include "ejk/kernels/common/flash_bwd_params.h"
 #include "ejk/kernels/cuda/flash_bwd_launch.h"
+#include "ejk/kernels/cuda/flash_dropout.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 
 namespace ejk::cuda {
@@ -105,6 +106,20 @@ __device__ __forceinline__ void bwd_grad(float& x, float& dp, float lse2, float 
   dp = ds;
 }
 
+// bwd_grad of a dropout variant, z the pair's factor (keep / (1 - p) or 0): x becomes the dropped
+// weight (for dV), dp the gradient P (z dP - delta) (flash_bwd_params.h).
+__device__ __forceinline__ void bwd_grad_dropped(float& x, float& dp, float lse2, float delta, float cap_ln2,
+                                                 float z) {
+  const float prob = fast_exp2(prob_exponent(x, lse2));
+  float ds = prob * (z * dp - delta);
+  if (cap_ln2 != 0.f) {
+    const float t = x * cap_ln2;
+    ds = prob > 0.f ? ds * (1.f - t * t) : 0.f;
+  }
+  x = prob * z;
+  dp = ds;
+}
+
 template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
   using C = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockK, Cfg::kBlockQ, Cfg::kFlags, 16>;  // rows: keys
   constexpr int BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, P = C::kRowPitch;
@@ -190,7 +205,14 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
           float& x = s[0][nt][2 * half + e];
           if (col < lo || col > hi) x = neg_inf_f32();
           if (segments && !segment_visible(sSeg[stage * BQ + q], k_seg[half])) x = neg_inf_f32();
-          bwd_grad(x, dp[0][nt][2 * half + e], sLse[stage * BQ + q], sDelta[stage * BQ + q], cap_ln2);
+          if constexpr (C::kFlags.dropout) {
+            // Rows are keys here: every element is its own (query, key block) Philox draw.
+            const i64 h = hk * group + step / qt.count();
+            const float z = dropout_factor(flash_dropout(p), seq.index, h, q0 + q, j);
+            bwd_grad_dropped(x, dp[0][nt][2 * half + e], sLse[stage * BQ + q], sDelta[stage * BQ + q], cap_ln2, z);
+          } else {
+            bwd_grad(x, dp[0][nt][2 * half + e], sLse[stage * BQ + q], sDelta[stage * BQ + q], cap_ln2);
+          }
         }
     }
     pv_tile<C>(dv, s, do_tile, lane);  // dV += P^T dO
@@ -263,10 +285,25 @@ template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
     bwd_logits<C>(s, f);
     if (tile_needs_mask<C>(m, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, m, seq, k0, lane);
     if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
+    if constexpr (C::kFlags.dropout) {
+      // The dropout factors in place of the weights' fragment layout, then the gradient with them.
+      float z[C::kMTiles][C::kNTiles][4];
 #pragma unroll
-    for (int nt = 0; nt < C::kNTiles; ++nt)
+      for (int nt = 0; nt < C::kNTiles; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) bwd_grad(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2);
+        for (int i = 0; i < 4; ++i) z[0][nt][i] = 1.f;
+      drop_query_rows(z, flash_dropout(p), seq.index, h, q0 + warp_row0, k0, lane);
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          bwd_grad_dropped(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2, z[0][nt][i]);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < C::kNTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) bwd_grad(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2);
+    }
     pv_tile<C>(dq, dp, sK + stage * BK * P, lane);  // dQ += dS K
   }
   cp_async_wait<0>();

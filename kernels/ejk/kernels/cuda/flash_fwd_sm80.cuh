@@ -7,6 +7,7 @@
 // Semantics (mask, logit transform, sinks, lse) are mask.h's; see flash_fwd_tile.cuh for the
 // per-tile pieces.
 #pragma once
+#include "ejk/kernels/cuda/flash_dropout.cuh"
 #include "ejk/kernels/cuda/flash_fwd_tile.cuh"
 
 namespace ejk::cuda {
@@ -188,6 +189,8 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
     if (tile_needs_mask<C>(mask, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, mask, seq, k0, lane);
     if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
     online_softmax<C>(s, o, rows);
+    // After the row sums (the denominator does not see dropout), before P V.
+    if constexpr (C::kFlags.dropout) drop_query_rows(s, flash_dropout(p), seq.index, h, q0 + warp_row0, k0, lane);
     pv_tile<C>(o, s, sV + stage * C::kKVTileElems, lane);
   }
   cp_async_wait<0>();

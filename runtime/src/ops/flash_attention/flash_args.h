@@ -54,6 +54,9 @@ template <class Op> void check(const Op& op, const engine::Bound& b) {
     if (std::get<int64_t>(m) > total)
       bad(name, arg, fmt::format("must be in [0, {}] (the packed length), got {}", total, std::get<int64_t>(m)));
   }
+  if (const Scalar& d = b.scalar(op.dropout_prob); given(d) && float(as_double(d)) >= 1.0f)
+    bad(name, "dropout_prob", fmt::format("must be < 1 (1 drops every weight), got {}{}", as_double(d),
+                                          as_double(d) < 1 ? " (1 as an f32)" : ""));
   if (!varlen) return;
   if (b.size(op.sym_N) < 1) bad(name, "cum_seqlens_q", "needs at least 2 entries (one sequence)");
   for (bool keys : {false, true}) {
@@ -66,6 +69,25 @@ template <class Op> void check(const Op& op, const engine::Bound& b) {
       bad(name, keys ? "max_seqlen_k" : "max_seqlen_q",
           fmt::format("is {}, but a sequence has {} rows", std::get<int64_t>(m), longest));
   }
+}
+
+// Whether the call drops weights: dropout_prob given and nonzero (the binder's rule for the flag).
+template <class Op> bool dropout_on(const Op& op, const engine::Bound& b) {
+  const Scalar& d = b.scalar(op.dropout_prob);
+  return given(d) && as_double(d) != 0;
+}
+
+// The dropout's kernel arguments (common/philox.h): the threshold floor(p * 2^32) of the f32 p and
+// the scale f32(1 / (1 - p)); the seed's i64 bits as the u64 key.
+template <class Op> DropoutParams dropout_params(const Op& op, const engine::Bound& b) {
+  DropoutParams d{};
+  const Scalar& prob = b.scalar(op.dropout_prob);
+  const double p = given(prob) ? double(float(as_double(prob))) : 0.0;
+  d.threshold = uint32_t(std::floor(p * 4294967296.0));
+  d.scale = float(1.0 / (1.0 - p));
+  const Scalar& seed = b.scalar(op.dropout_seed);
+  d.seed = given(seed) ? uint64_t(std::get<int64_t>(seed)) : 0;
+  return d;
 }
 
 // The longest query / key sequence: max_seqlen_*, else read from cum_seqlens on the host, else

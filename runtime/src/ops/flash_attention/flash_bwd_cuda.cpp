@@ -14,6 +14,7 @@
 #include "ejk/kernels/cuda/flash_bwd_launch.h"
 #include "engine/call.h"
 #include "engine/cuda_exec.h"
+#include "ops/flash_attention/flash_args.h"
 #include "ops/flash_attention/flash_bwd_op.h"
 
 namespace ejk::ops {
@@ -48,10 +49,15 @@ engine::OpDef::Workspace FlashAttentionBackwardOp::cuda_workspace(const engine::
 
 void FlashAttentionBackwardOp::cuda_launch(const engine::Bound& b, const engine::PlanData& plan,
                                            engine::CudaLaunchContext& lc) const {
-  FlashBwdParams p = params(b);
+  // Dropout keys take FlashBwdDropoutParams, which starts with FlashBwdParams; each launch copies
+  // the size its kernel declares.
+  FlashBwdDropoutParams full{};
+  FlashBwdParams& p = full;
+  p = params(b);
+  if (flash_args::dropout_on(*this, b)) full.dropout = flash_args::dropout_params(*this, b);
   if (b.has(dbias) && !b.has(bias)) p.zero_dbias = b.data(dbias);
   if (b.has(dsoftmax_aux) && !b.has(softmax_aux)) p.zero_dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
-  void* args[] = {&p};  // copied at each launch
+  void* args[] = {&full};  // copied at each launch
   if (!tensor_cores(p)) {
     p.phase = cuda::kBwdScalar;
     p.dbias_work = p.dbias ? static_cast<float*>(lc.scratch()) : nullptr;

@@ -25,7 +25,8 @@ FlashAttentionBackwardOp::FlashAttentionBackwardOp()
       dsoftmax_aux(tensor("dsoftmax_aux")), softmax_scale(scalar("softmax_scale")), causal(scalar("causal")),
       sliding_window(scalar("sliding_window")), logits_soft_cap(scalar("logits_soft_cap")),
       normalize_output(scalar("normalize_output")), max_seqlen_q(scalar("max_seqlen_q")),
-      max_seqlen_k(scalar("max_seqlen_k")), sym_D(symbol("D")), sym_Hq(symbol("Hq")), sym_Hkv(symbol("Hkv")),
+      max_seqlen_k(scalar("max_seqlen_k")),
+      dropout_prob(scalar("dropout_prob")), dropout_seed(scalar("dropout_seed")), sym_D(symbol("D")), sym_Hq(symbol("Hq")), sym_Hkv(symbol("Hkv")),
       sym_B(symbol("B")), sym_Sq(symbol("Sq")), sym_Sk(symbol("Sk")), sym_N(symbol("N")), sym_Tq(symbol("Tq")),
       sym_Tk(symbol("Tk")), sym_S(symbol("S")), pv_seqlen_q(problem_var("seqlen_q")),
       pv_seqlen_k(problem_var("seqlen_k")) {}
@@ -75,8 +76,18 @@ void FlashAttentionBackwardOp::plan_facts(const engine::PlanData& plan, void* fa
 
 engine::CpuWork FlashAttentionBackwardOp::cpu_prepare(const engine::Bound& b, const engine::PlanData& plan,
                                                       void* params) const {
-  static_assert(sizeof(FlashBwdParams) <= kParamBytes);
-  FlashBwdParams& p = *new (params) FlashBwdParams(this->params(b));
+  static_assert(sizeof(FlashBwdDropoutParams) <= kParamBytes);
+  FlashBwdParams* pp = nullptr;
+  if (flash_args::dropout_on(*this, b)) {
+    // Dropout variants read their arguments after the base struct (flash_bwd_params.h).
+    auto* d = new (params) FlashBwdDropoutParams{};
+    static_cast<FlashBwdParams&>(*d) = this->params(b);
+    d->dropout = flash_args::dropout_params(*this, b);
+    pp = d;
+  } else {
+    pp = new (params) FlashBwdParams(this->params(b));
+  }
+  FlashBwdParams& p = *pp;
   const auto& f = plan.facts_as<FlashBwdPlanFacts>();
   // 0-d placeholders of absent inputs' gradients read as 0 (all-zero bits in every dtype).
   for (auto [grad, input] : {std::pair{dbias, bias}, std::pair{dsoftmax_aux, softmax_aux}})
@@ -110,7 +121,8 @@ void FlashAttentionBackwardOp::reference(const engine::Bound& b, double* const* 
   r.dq = outputs[dq], r.dk = outputs[dk], r.dv = outputs[dv];
   if (b.has(bias)) r.dbias = outputs[dbias];
   if (b.has(softmax_aux)) r.dsoftmax_aux = outputs[dsoftmax_aux];
-  reference_flash_bwd(params(b), b.dtype, r);
+  const DropoutParams d = flash_args::dropout_params(*this, b);
+  reference_flash_bwd(params(b), b.dtype, r, flash_args::dropout_on(*this, b) ? &d : nullptr);
   // 0-d placeholders of absent inputs' gradients read as 0.
   if (!b.has(bias) && outputs[dbias]) outputs[dbias][0] = 0;
   if (!b.has(softmax_aux) && outputs[dsoftmax_aux]) outputs[dsoftmax_aux][0] = 0;

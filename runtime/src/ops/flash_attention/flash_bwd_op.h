@@ -26,6 +26,7 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   const int q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse, d_out, d_lse;
   const int dq, dk, dv, dbias, dsoftmax_aux;
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
+  const int dropout_prob, dropout_seed;
   const int sym_D, sym_Hq, sym_Hkv, sym_B, sym_Sq, sym_Sk, sym_N, sym_Tq, sym_Tk, sym_S;
   const int pv_seqlen_q, pv_seqlen_k;
 };

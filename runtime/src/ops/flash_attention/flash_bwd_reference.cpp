@@ -39,7 +39,8 @@ double dot(const double* a, const double* b, int64_t n) {
 
 }  // namespace
 
-void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdReferenceOut& out) {
+void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdReferenceOut& out,
+                         const DropoutParams* dropout) {
   const FlashFwdParams& p = bp.fwd;
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw InvalidArgument("reference_flash_bwd: dtype " + std::string(dtype_name(dtype)) + " is not supported");
@@ -57,7 +58,7 @@ void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdRe
   const bool want_dsinks = out.dsoftmax_aux && p.softmax_aux;
   if (want_dsinks) std::fill_n(out.dsoftmax_aux, (p.sinks_stride_h ? Hq : 1) * p.num_sinks, 0.0);
   const MaskSpec mask = variant_mask(p.mask.causal, true, p.mask);
-  std::vector<double> s_row, p_row;
+  std::vector<double> s_row, p_row, z_row;
 
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t q0 = varlen ? p.cu_seqlens_q[b] : 0, k0 = varlen ? p.cu_seqlens_k[b] : 0;
@@ -65,7 +66,7 @@ void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdRe
     const int64_t sk = varlen ? p.cu_seqlens_k[b + 1] - k0 : p.seqlen_k;
     const int64_t qb = varlen ? 0 : b * p.q_stride_b, kb = varlen ? 0 : b * p.k_stride_b;
     const int64_t vb = varlen ? 0 : b * p.v_stride_b, dob = varlen ? 0 : b * bp.do_stride_b;
-    s_row.resize(size_t(sk)), p_row.resize(size_t(sk));
+    s_row.resize(size_t(sk)), p_row.resize(size_t(sk)), z_row.resize(size_t(sk));
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t hk = h / group;
       const Rows q = gather(p.q, dtype, qb + h * p.q_stride_h, q0, sq, p.q_stride_s, D);
@@ -96,11 +97,12 @@ void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdRe
         for (int64_t j = 0; j < sk; ++j) l += s_row[size_t(j)] == kNegInf ? 0 : std::exp(s_row[size_t(j)] - m);
         for (int64_t t = 0; sinks && t < p.num_sinks; ++t) l += std::exp(double(sinks[t]) - m);
         const double lse = m + std::log(l);
-        // D_i = sum_j P_ij dP_ij - dlse_i (= d_out . out - dlse_i)
+        // D_i = sum_j P_ij Z_ij dP_ij - dlse_i (= d_out . out - dlse_i; Z the dropout factor, else 1)
         double delta = 0;
         for (int64_t j = 0; j < sk; ++j) {
           p_row[size_t(j)] = s_row[size_t(j)] == kNegInf ? 0 : std::exp(s_row[size_t(j)] - lse);
-          if (p_row[size_t(j)] != 0) delta += p_row[size_t(j)] * dot(dO.row(i, D), v.row(j, D), D);
+          z_row[size_t(j)] = dropout ? double(dropout_factor(*dropout, b, h, i, j)) : 1.0;
+          if (p_row[size_t(j)] != 0) delta += p_row[size_t(j)] * z_row[size_t(j)] * dot(dO.row(i, D), v.row(j, D), D);
         }
         const int64_t qrow = varlen ? q0 + i : b * p.seqlen_q + i;
         if (bp.d_lse) delta -= double(bp.d_lse[varlen ? h * total_q + qrow : (b * Hq + h) * p.seqlen_q + i]);
@@ -111,13 +113,14 @@ void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdRe
           const int64_t krow = varlen ? k0 + j : b * p.seqlen_k + j;
           double* dk = out.dk + (krow * Hkv + hk) * D;
           double* dv = out.dv + (krow * Hkv + hk) * D;
-          double dx = pij * (dot(dO.row(i, D), v.row(j, D), D) - delta);
+          const double zij = z_row[size_t(j)];
+          double dx = pij * (zij * dot(dO.row(i, D), v.row(j, D), D) - delta);
           if (p.softcap > 0) {
             const double t = s_row[size_t(j)] / double(p.softcap);
             dx *= 1 - t * t;
           }
           for (int64_t d = 0; d < D; ++d) {
-            dv[d] += pij * dO.row(i, D)[d];
+            dv[d] += pij * zij * dO.row(i, D)[d];
             dq[d] += double(p.scale) * dx * k.row(j, D)[d];
             dk[d] += double(p.scale) * dx * q.row(i, D)[d];
           }

@@ -15,6 +15,8 @@ namespace ejk {
 struct FlashBwdReferenceOut {
   double *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr, *dsoftmax_aux = nullptr;
 };
-void reference_flash_bwd(const FlashBwdParams& p, DType dtype, const FlashBwdReferenceOut& out);
+// dropout (null: none): the forward's keep mask (common/philox.h), as flash_bwd_params.h applies it.
+void reference_flash_bwd(const FlashBwdParams& p, DType dtype, const FlashBwdReferenceOut& out,
+                         const DropoutParams* dropout = nullptr);
 
 }  // namespace ejk

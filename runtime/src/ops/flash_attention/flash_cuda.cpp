@@ -8,6 +8,7 @@
 #include "cuda/tma_map.h"
 #include "ejk/kernels/cuda/flash_fwd_traits.cuh"
 #include "engine/call.h"
+#include "ops/flash_attention/flash_args.h"
 #include "ops/flash_attention/flash_op.h"
 
 namespace ejk::ops {
@@ -81,7 +82,8 @@ void align_bias(engine::CudaLaunchContext& lc, FlashFwdParams& p) {
 FlashKeyFacts flash_key_facts(const OpSchema& schema, const VariantKey& key) {
   FlashKeyFacts f;
   const TargetDef* t = schema.backend("cuda").find_target(key.target);
-  f.wgmma = t != nullptr && t->vars.at("sm") >= 90;
+  // Dropout keys run the sm80 family everywhere (flash_fwd.cuh).
+  f.wgmma = t != nullptr && t->vars.at("sm") >= 90 && !key.get_flag("dropout");
   f.per_item = key.get_flag("per_item"), f.bias = key.get_flag("bias");
   f.head_dim = key.get_int("head_dim"), f.block_q = key.get_int("block_q"), f.block_k = key.get_int("block_k");
   return f;
@@ -184,7 +186,8 @@ size_t bias_copy_bytes(const FlashFwdParams& p, bool chunks) {
   return size_t(c.batches * c.heads * c.rows) * size_t(c.pitch) * cuda::kElemBytesOf16Bit;
 }
 
-void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& shape, FlashFwdParams p) {
+void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& shape, FlashFwdParams p,
+                      const DropoutParams* dropout) {
   require_chunked(p.q, {p.q_stride_b, p.q_stride_s, p.q_stride_h}, "q");
   require_chunked(p.k, {p.k_stride_b, p.k_stride_s, p.k_stride_h}, "k");
   require_chunked(p.v, {p.v_stride_b, p.v_stride_s, p.v_stride_h}, "v");
@@ -194,12 +197,20 @@ void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& sha
   // After align_bias: a staged bias's map covers the rows the kernel reads.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(p, shape) : FlashFwdTensorMaps{};
   if (shape.tma && p.tile_counter == nullptr) p.tile_counter = lc.counters();
-  // The kernel takes FlashFwdParams and the tensor maps by value (__grid_constant__).
+  // The kernel takes FlashFwdParams (dropout keys: FlashFwdDropoutParams, which starts with it; the
+  // launch copies the size the kernel declares) and the tensor maps by value (__grid_constant__).
   auto launch = [&](FlashFwdParams params, unsigned grid_y, unsigned grid_z) {
-    void* args[] = {&params, &maps};
+    FlashFwdDropoutParams full{};
+    static_cast<FlashFwdParams&>(full) = params;
+    if (dropout) full.dropout = *dropout;
+    void* args[] = {&full, &maps};
     lc.launch(0, {shape.grid[0], grid_y, grid_z}, shape.block, shape.smem_bytes, args);
   };
   if (shape.launches() == 1) return launch(p, shape.grid[1], shape.grid[2]);
+  // A slice renumbers its heads and sequences from 0, which the keep mask would see.
+  if (dropout)
+    throw InvalidArgument(fmt::format("flash_attention (CUDA): dropout_prob: dropout with more than {} heads or {} "
+                                      "sequences (one launch) is not supported", shape.grid[1], shape.grid[2]));
   const int64_t head_chunk = shape.grid[1], seq_chunk = shape.grid[2];
   for (int64_t z0 = 0; z0 < shape.sequences; z0 += seq_chunk)
     for (int64_t h0 = 0; h0 < shape.heads_q; h0 += head_chunk) {
@@ -226,7 +237,9 @@ void FlashAttentionOp::cuda_launch(const engine::Bound& b, const engine::PlanDat
                                    engine::CudaLaunchContext& lc) const {
   const FlashFwdParams p = params(b);
   const FlashKeyFacts& f = plan.facts_as<FlashPlanFacts>().cuda;
-  launch_flash_fwd(lc, flash_fwd_launch_shape(f, p, lc.device().sm_count), p);
+  const DropoutParams d = flash_args::dropout_params(*this, b);
+  launch_flash_fwd(lc, flash_fwd_launch_shape(f, p, lc.device().sm_count), p,
+                   flash_args::dropout_on(*this, b) ? &d : nullptr);
 }
 
 }  // namespace ejk::ops

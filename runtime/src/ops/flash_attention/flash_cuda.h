@@ -54,6 +54,8 @@ size_t bias_copy_bytes(const FlashFwdParams& p, bool chunks);
 // Checks the kernel's memory preconditions (16-byte aligned q/k/v/out, strides multiples of 8
 // elements), copies a bias that cannot be read in place with lc.kernel(1) into lc.scratch(),
 // builds the tensor maps (sm90a), and launches lc.kernel(0) (sliced for sm80 past 65535).
-void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& shape, FlashFwdParams p);
+// dropout: the key's dropout arguments (null for keys without dropout).
+void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& shape, FlashFwdParams p,
+                      const DropoutParams* dropout = nullptr);
 
 }  // namespace ejk::ops

@@ -27,6 +27,7 @@ FlashAttentionOp::FlashAttentionOp()
       softmax_scale(scalar("softmax_scale")), causal(scalar("causal")), sliding_window(scalar("sliding_window")),
       logits_soft_cap(scalar("logits_soft_cap")), normalize_output(scalar("normalize_output")),
       max_seqlen_q(scalar("max_seqlen_q")), max_seqlen_k(scalar("max_seqlen_k")),
+      dropout_prob(scalar("dropout_prob")), dropout_seed(scalar("dropout_seed")),
       sym_D(symbol("D")), sym_Hq(symbol("Hq")), sym_Hkv(symbol("Hkv")), sym_B(symbol("B")), sym_Sq(symbol("Sq")),
       sym_Sk(symbol("Sk")), sym_N(symbol("N")), sym_Tq(symbol("Tq")), sym_Tk(symbol("Tk")), sym_S(symbol("S")),
       pv_seqlen_q(problem_var("seqlen_q")), pv_seqlen_k(problem_var("seqlen_k")) {}
@@ -44,8 +45,17 @@ FlashFwdParams FlashAttentionOp::params(const engine::Bound& b) const { return f
 
 engine::CpuWork FlashAttentionOp::cpu_prepare(const engine::Bound& b, const engine::PlanData& plan,
                                               void* params) const {
-  static_assert(sizeof(FlashFwdParams) <= kParamBytes);
-  auto* p = new (params) FlashFwdParams(this->params(b));
+  static_assert(sizeof(FlashFwdDropoutParams) <= kParamBytes);
+  FlashFwdParams* p = nullptr;
+  if (flash_args::dropout_on(*this, b)) {
+    // Dropout variants read their arguments after the base struct (flash_params.h).
+    auto* d = new (params) FlashFwdDropoutParams{};
+    static_cast<FlashFwdParams&>(*d) = this->params(b);
+    d->dropout = flash_args::dropout_params(*this, b);
+    p = d;
+  } else {
+    p = new (params) FlashFwdParams(this->params(b));
+  }
   const int64_t block_q = plan.facts_as<FlashPlanFacts>().block_q;
   if (detail::kv_staging_wanted(*p, block_q)) detail::stage_kv_head_major(*p, b.dtype);
   return {flash_fwd_num_tasks(*p, block_q)};
@@ -68,7 +78,8 @@ std::vector<VariantKey> FlashAttentionOp::companions(const VariantKey& key) cons
 }
 
 void FlashAttentionOp::reference(const engine::Bound& b, double* const* outputs) const {
-  reference_flash_fwd(params(b), b.dtype, outputs[out], outputs[lse]);
+  const DropoutParams d = flash_args::dropout_params(*this, b);
+  reference_flash_fwd(params(b), b.dtype, outputs[out], outputs[lse], flash_args::dropout_on(*this, b) ? &d : nullptr);
 }
 
 double FlashAttentionOp::flops(const engine::Bound& b) const {

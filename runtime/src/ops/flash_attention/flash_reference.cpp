@@ -79,6 +79,7 @@ void check_arguments(const FlashFwdParams& p, DType dtype, const double* out, co
 // Everything one (sequence, head) needs to attend its queries.
 struct HeadProblem {
   const FlashFwdParams* p;
+  const DropoutParams* dropout;  // null: none
   DType dtype;
   int64_t b, h;
   SeqSpan span;
@@ -127,8 +128,9 @@ double attend_row(const HeadProblem& hp, int64_t s, std::vector<double>& logits,
   for (int64_t kk = 0; kk < sk; ++kk) {
     if (logits[size_t(kk)] == kNegInf) continue;
     const double w = std::exp(logits[size_t(kk)] - m);
-    l += w;
-    for (int64_t d = 0; d < D; ++d) out_row[d] += w * hp.v[size_t(kk * D + d)];
+    l += w;  // the denominator does not see dropout
+    const double z = hp.dropout ? double(dropout_factor(*hp.dropout, hp.b, hp.h, s, kk)) : 1.0;
+    for (int64_t d = 0; d < D; ++d) out_row[d] += w * z * hp.v[size_t(kk * D + d)];
   }
   for (int64_t i = 0; sinks && i < p.num_sinks; ++i) l += std::exp(double(sinks[i]) - m);
   if (p.normalize_output)
@@ -138,7 +140,8 @@ double attend_row(const HeadProblem& hp, int64_t s, std::vector<double>& logits,
 
 }  // namespace
 
-void reference_flash_fwd(const FlashFwdParams& p, DType dtype, double* out, double* lse) {
+void reference_flash_fwd(const FlashFwdParams& p, DType dtype, double* out, double* lse,
+                         const DropoutParams* dropout) {
   check_arguments(p, dtype, out, lse);
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int64_t D = p.head_dim, Hq = p.heads_q;
@@ -147,7 +150,7 @@ void reference_flash_fwd(const FlashFwdParams& p, DType dtype, double* out, doub
   std::vector<double> logits;
 
   for (int64_t b = 0; b < p.batch; ++b) {
-    HeadProblem hp{&p, dtype, b, 0, span_of(p, b), {}, {}, {}};
+    HeadProblem hp{&p, dropout, dtype, b, 0, span_of(p, b), {}, {}, {}};
     const SeqSpan& sp = hp.span;
     logits.resize(size_t(sp.sk));
     for (int64_t h = 0; h < Hq; ++h) {

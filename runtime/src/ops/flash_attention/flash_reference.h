@@ -16,8 +16,11 @@ namespace ejk {
 //  - out is contiguous in the output layout: [B, Sq, Hq, D], varlen [total_q, Hq, D].
 //  - lse is contiguous: [B, Hq, Sq], varlen [Hq, total_q]. A row with no visible key and no
 //    sink has out = 0 and lse = -inf.
+//  - dropout (null: none): weights of the output multiplied by common/philox.h's factor; l and
+//    lse do not see it.
 // p.out and p.lse are not touched. Throws InvalidArgument for an unsupported dtype, missing
 // pointers or inconsistent varlen arguments.
-void reference_flash_fwd(const FlashFwdParams& p, DType dtype, double* out, double* lse);
+void reference_flash_fwd(const FlashFwdParams& p, DType dtype, double* out, double* lse,
+                         const DropoutParams* dropout = nullptr);
 
 }  // namespace ejk
