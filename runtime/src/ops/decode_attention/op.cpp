@@ -42,7 +42,7 @@ class DecodeAttentionOp final : public RaggedPageFamilyOp {
                                         "page table", name(), PS));
     if (b.args->shapes_only) return;
     RaggedSizes z{B, B, N / PS, PS, MP, 0};
-    z.lens_arg = "seq_lens", z.decode = true;
+    z.lens_arg = "seq_lens", z.tables_arg = "req_to_tokens", z.decode = true;
     check_ragged_metadata(name(), z, TensorView{}, b.tensor(seq_lens), b.tensor(req_to_tokens));
   }
 

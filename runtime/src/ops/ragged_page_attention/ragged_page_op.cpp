@@ -102,9 +102,9 @@ void check_ragged_metadata(std::string_view op, const RaggedSizes& z, const Tens
     // A decode query is not a cache position: its context may be empty.
     const int64_t n = len[s * lens.strides[0]], n_q = z.decode ? 1 : qs[s + 1] - qs[s], lo = z.decode ? 0 : n_q;
     if (n < lo || n > cap)
-      throw InvalidArgument(fmt::format("{}: {}[{}]: must be in [{}, {}] ({}block_tables' {} pages of {}), got {}", op,
+      throw InvalidArgument(fmt::format("{}: {}[{}]: must be in [{}, {}] ({}{}' {} pages of {}), got {}", op,
                                         z.lens_arg, s, lo, cap,
-                                        z.decode ? "" : fmt::format("its {} query tokens; ", n_q), z.max_pages,
+                                        z.decode ? "" : fmt::format("its {} query tokens; ", n_q), z.tables_arg, z.max_pages,
                                         z.page_size, n));
     if (!tables_on_host || n_q == 0) continue;
     // Only the pages a query reaches: the window's oldest is the first query's.
@@ -112,7 +112,7 @@ void check_ragged_metadata(std::string_view op, const RaggedSizes& z, const Tens
     for (int64_t j = first / z.page_size; j < (n + z.page_size - 1) / z.page_size; ++j) {
       const int64_t page = tab[s * tables.strides[0] + j * tables.strides[1]];
       if (page < 0 || page >= z.num_pages)
-        throw InvalidArgument(fmt::format("{}: block_tables[{}, {}]: must be a page in [0, {}), got {}", op, s, j,
+        throw InvalidArgument(fmt::format("{}: {}[{}, {}]: must be a page in [0, {}), got {}", op, z.tables_arg, s, j,
                                           z.num_pages, page));
     }
   }

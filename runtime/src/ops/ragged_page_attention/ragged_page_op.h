@@ -54,7 +54,8 @@ const RaggedPageAttentionOp& ragged_page_attention_op();
 // The sizes the host-resident metadata is checked against.
 struct RaggedSizes {
   int64_t seqs, tokens, num_pages, page_size, max_pages, window;
-  const char* lens_arg = "context_lens";  // the lengths' argument name in messages
+  const char* lens_arg = "context_lens";  // the lengths' and the tables' argument names in messages
+  const char* tables_arg = "block_tables";
   bool decode = false;  // one query per sequence, no query_start_loc: lengths from 0
 };
 // query_start_loc (seqs + 1 entries; not read for decode), context_lens and the block-table entries a query reaches,
