@@ -2,14 +2,10 @@
 signature: this call's keys and values written into the token-major paged caches, then
 unified_attention (the ragged paged attention family) over them.
 
-The write is one scatter of the framework's per cache, not a kernel of ours: XLA's scatter
-updates the caches in place where the caller donates them (``jax.jit(...,
-donate_argnums=(3, 4))``; without donation XLA copies them first, as it would for any functional
-update), torch's index_put_ writes them in place. Both run on the device from device-resident
-metadata (no host synchronisation). A fused write inside the attention kernel would race: a
-query block reads its sequence's new positions that other blocks are writing, so the kernel
-would have to take them from keys and values instead of the cache; that is an extension of the
-family's kernels, not needed for the semantics."""
+The write is one scatter of the framework's per cache, on the device from device-resident
+metadata: in place in torch, and in JAX where the caller donates the caches (``jax.jit(...,
+donate_argnums=(3, 4))``; otherwise XLA copies them first). Why not inside the kernel:
+docs/design/decode_attention.md."""
 
 
 def _xp(fw):
