@@ -1,10 +1,10 @@
 // ragged paged attention (mixed prefill and decode over a read-only paged KV cache): the
 // parameters every kernel takes, and the semantics the kernels and the float64 reference share.
 //
-// Sequence s < min(num_seqs, S) owns query tokens [qs[s], qs[s + 1]) (n_q of them) and cache
-// positions [0, n_kv), n_kv = context_lens[s] (decode: token s is sequence s's one query, n_q = 1); position j of kv head g is the row
-// k + page * k_sp + (j % PS) * k_ss + g * k_sh with page = block_tables[s, j / PS] (V alike).
-// The cache layout is only strides: an interleaved [P, PS, 2 * Hkv, D] cache and separate
+// Sequence s < min(num_seqs, S) owns query tokens [qs[s], qs[s + 1]) (n_q of them; decode:
+// token s alone, n_q = 1) and cache positions [0, n_kv), n_kv = context_lens[s]; position j of
+// kv head g is the row k + page * k_sp + (j % PS) * k_ss + g * k_sh with
+// page = block_tables[s, j / PS] (V alike). The cache layout is only strides: an interleaved [P, PS, 2 * Hkv, D] cache and separate
 // key and value caches in any page, slot and head order take the same kernel. Query i is at
 // position n_kv - n_q + i and, per query head h (kv head h / (Hq / Hkv)):
 //   x_j = scale * dot(q, k_j) [+ alibi_h * (j - ctx)] [+ qq_bias[i, j - ctx]]  (ctx = n_kv - n_q;
