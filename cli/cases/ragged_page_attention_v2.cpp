@@ -1,6 +1,7 @@
 // `ejk run ragged_page_attention_v2` and `ejk run unified_attention`: a mixed batch over a paged
 // cache (v2: K and V interleaved on the head axis; unified: token-major K and V caches, ALiBi
-// slopes with --alibi, a [--chunk, --chunk] query-query bias with --qq-bias) whose pages are
+// slopes with --alibi, a [--chunk, --chunk] query-query bias with --qq-bias, causal false with
+// --non-causal) whose pages are
 // handed out shuffled: --decode sequences of one query token, then --prefill
 // sequences of --chunk tokens, contexts random in [q_len, --context] (the last at --context),
 // two spare table rows past num_seqs, GQA by --hq / --hkv, sinks with --sinks; the bytes moved
@@ -34,6 +35,7 @@ class RaggedPageCase final : public OpCase {
     if (!unified_) return;
     cmd.add_flag("--alibi", alibi_, "Pass alibi_slopes (one per query head)");
     cmd.add_flag("--qq-bias", qq_bias_, "Pass qq_bias ([--chunk, --chunk])");
+    cmd.add_flag("--non-causal", non_causal_, "causal false: every query sees its whole context");
   }
 
   std::vector<InputSpec> inputs(DType dtype) const override {
@@ -59,6 +61,7 @@ class RaggedPageCase final : public OpCase {
   void scalars(HostCase& c) const override {
     if (!softcap_.empty()) c.set("logits_soft_cap", parse_float(softcap_, "--softcap"));
     if (!window_.empty()) c.set("sliding_window", size(window_, "--window"));
+    if (non_causal_) c.set("causal", false);
   }
 
   void fill(const std::string& name, Tensor& t, std::mt19937_64& rng) const override {
@@ -110,7 +113,7 @@ class RaggedPageCase final : public OpCase {
   std::string decode_ = "3", prefill_ = "2", chunk_ = "37", hq_ = "8", hkv_ = "2", d_ = "128", ps_ = "16",
               ctx_ = "300";
   std::string softcap_, window_;
-  bool unified_, sinks_ = false, alibi_ = false, qq_bias_ = false;
+  bool unified_, sinks_ = false, alibi_ = false, qq_bias_ = false, non_causal_ = false;
 };
 
 }  // namespace

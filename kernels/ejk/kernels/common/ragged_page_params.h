@@ -1,17 +1,20 @@
 // ragged paged attention (mixed prefill and decode over a read-only paged KV cache): the
 // parameters every kernel takes, and the semantics the kernels and the float64 reference share.
 //
-// Sequence s < min(num_seqs, S) owns query tokens [qs[s], qs[s + 1]) (n_q of them) and cache
-// positions [0, n_kv), n_kv = context_lens[s]; position j of kv head g is the row
-// k + page * k_sp + (j % PS) * k_ss + g * k_sh with page = block_tables[s, j / PS] (V alike).
-// The cache layout is only strides: an interleaved [P, PS, 2 * Hkv, D] cache and separate
+// Sequence s < min(num_seqs, S) owns query tokens [qs[s], qs[s + 1]) (n_q of them; decode:
+// token s alone, n_q = 1) and cache positions [0, n_kv), n_kv = context_lens[s]; position j of
+// kv head g is the row k + page * k_sp + (j % PS) * k_ss + g * k_sh with
+// page = block_tables[s, j / PS] (V alike). The cache layout is only strides: an interleaved [P, PS, 2 * Hkv, D] cache and separate
 // key and value caches in any page, slot and head order take the same kernel. Query i is at
 // position n_kv - n_q + i and, per query head h (kv head h / (Hq / Hkv)):
 //   x_j = scale * dot(q, k_j) [+ alibi_h * (j - ctx)] [+ qq_bias[i, j - ctx]]  (ctx = n_kv - n_q;
 //   the qq_bias term only where i and j - ctx are in [0, NQ));  softcap: x_j = cap * tanh(x_j / cap)
-//   visible: j <= its position (causal, bottom-right), j < n_kv, with a window W: j > pos - W
+//   visible: j < n_kv, j <= its position (causal, bottom-right; not with non_causal), with a
+//   window W: j > pos - W
 //   out = sum_j exp(x_j) v_j / (sum_j exp(x_j) + exp(sink_h)) over the visible j (no sink term
 //   without softmax_aux); a query that sees nothing, or a token of no processed sequence, gets 0.
+//   lse (when asked) = log(sum_j exp(x_j) + exp(sink_h)), natural log: -inf where that sum is
+//   empty (the seed's decode_attention convention), sink_h for a sink alone.
 //
 // Against the seed's XLA paths (ragged_page_attention_v2, prefill_page_attention,
 // unified_attention): scores, softmax and sums are f32 here for every input dtype, where the
@@ -36,15 +39,20 @@ struct RaggedPageParams {
   const float* alibi;        // [Hq] or null: + slope_h * (j - ctx), ctx = n_kv - n_q
   const float* qq_bias;      // [NQ, NQ] or null: + qq_bias[i, j - ctx] where both are below NQ
   void* out;                 // [T, Hq, D]
+  float* lse;                // [T, Hq] by lse_st, lse_sh, or null: not written
   i64 tokens, seqs, q_heads, kv_heads, head_dim, num_pages, page_size, max_pages;
   // Element strides (D is contiguous in every tensor).
-  i64 q_st, q_sh, o_st, o_sh;
+  i64 q_st, q_sh, o_st, o_sh, lse_st, lse_sh;
   i64 k_sp, k_ss, k_sh, v_sp, v_ss, v_sh;  // per page, slot, kv head
   i64 bt_ss;                               // block_tables between sequences
   float scale;
   float softcap;  // 0: none
   i64 window;     // 0: none
   i64 qq_n;       // NQ
+  // decode: token t is sequence t's only query (T == S; query_start and num_seqs unused), so a
+  // context of 0 is allowed and sees nothing. non_causal: a query sees every position below
+  // n_kv (the window, when given, still bounds them from below). Zero keeps the family's default.
+  i32 decode, non_causal;
   // CUDA geometry (ragged_cuda_geometry): tokens and heads per block, the blocks over query
   // tokens; vec: 1 where every cache row can be read in 16-byte chunks.
   i64 cta_tokens, cta_heads, q_blocks;
@@ -66,7 +74,7 @@ struct RaggedSpan {
 EJK_HD RaggedSpan ragged_span_of(const RaggedPageParams& p, i64 s, i64 n_q, i64 i) {
   const i64 n_kv = min_of(max_of((i64)p.context_lens[s], (i64)0), p.max_pages * p.page_size);
   const i64 pos = n_kv - n_q + i;
-  const i64 end = min_of(pos + 1, n_kv);
+  const i64 end = p.non_causal != 0 ? n_kv : min_of(pos + 1, n_kv);
   const i64 begin = p.window > 0 ? max_of(pos - p.window + 1, (i64)0) : (i64)0;
   return {s, begin, end > begin ? end : begin, n_kv - n_q, i};
 }
@@ -74,6 +82,7 @@ EJK_HD RaggedSpan ragged_span_of(const RaggedPageParams& p, i64 s, i64 n_q, i64 
 EJK_HD RaggedSpan ragged_span(const RaggedPageParams& p, i64 t) {
   i64 lo = 0, hi = ragged_active_seqs(p);
   if (hi == 0) return {-1, 0, 0, 0, 0};
+  if (p.decode != 0) return t < hi ? ragged_span_of(p, t, 1, 0) : RaggedSpan{-1, 0, 0, 0, 0};
   if (p.query_start == nullptr) return ragged_span_of(p, 0, p.tokens, t);
   // The last sequence whose range starts at or before t (binary search over the starts).
   if (t < p.query_start[0]) return {-1, 0, 0, 0, 0};
@@ -99,6 +108,16 @@ EJK_HD float ragged_bias(const RaggedPageParams& p, const RaggedSpan& span, i64 
 EJK_HD i64 ragged_page_of(const RaggedPageParams& p, i64 s, i64 j) {
   const i64 b = p.block_tables[s * p.bt_ss + j / p.page_size];
   return min_of(max_of(b, (i64)0), p.num_pages - 1);
+}
+
+// The log-sum-exp of a row from its running max m and sum l (of exp(x - m)), the sink joined.
+template <class Log, class Exp>
+EJK_HD float ragged_row_lse(const RaggedPageParams& p, i64 h, float m, float l, Log log_f, Exp exp_f) {
+  const bool sink = p.sinks != nullptr;
+  if (l <= 0.0f) return sink ? p.sinks[h] : neg_inf_f32();
+  if (!sink) return m + log_f(l);
+  const float s = p.sinks[h], mx = s > m ? s : m;
+  return mx + log_f(l * exp_f(m - mx) + exp_f(s - mx));
 }
 
 // CUDA: a block takes up to kRaggedRows (token, query head) rows of one sequence and one kv

@@ -70,6 +70,9 @@ EJK_HD void ragged_cpu_heads(const RaggedPageParams& p, PageCpuState<Cfg>& st, i
     }
     Elem<Cfg::kElem>* o = static_cast<Elem<Cfg::kElem>*>(p.out) + t * p.o_st + (h0 + h) * p.o_sh;
     for (int d = 0; d < Cfg::kD; ++d) o[d] = from_f32<Cfg::kElem>(st.acc[h][d] * inv);
+    if (p.lse != nullptr)
+      p.lse[t * p.lse_st + (h0 + h) * p.lse_sh] = ragged_row_lse(
+          p, h0 + h, st.m[h], st.l[h], [](float x) { return log_approx(x); }, [](float x) { return exp_approx<float>(x); });
   }
 }
 

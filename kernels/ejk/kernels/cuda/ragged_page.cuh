@@ -13,7 +13,8 @@
 //   softmax: warp w takes rows w, w + 4, ...: each row's mask (span, window), bias, softcap,
 //            then the online softmax in f32;
 //   values:  thread items (row, 16-byte chunk of D) accumulate sum_i p_i v_i in registers.
-// Zero-fill blocks write 0 to the tokens outside [query_start[0], query_start[active]).
+// Zero-fill blocks write 0 to the tokens outside [query_start[0], query_start[active]). The
+// log-sum-exp, when asked, is one thread's per row after the last tile.
 #pragma once
 #include "ejk/kernels/common/ragged_page_params.h"
 #include "ejk/kernels/cuda/page_attention.cuh"
@@ -59,7 +60,9 @@ __device__ __forceinline__ RaggedBlock ragged_heads(const RaggedPageParams& p) {
 __device__ __forceinline__ RaggedBlock ragged_block(const RaggedPageParams& p, i64 x) {
   RaggedBlock b = ragged_heads(p);
   i64 local = x;
-  if (p.query_start == nullptr) {
+  if (p.decode != 0) {  // block x is sequence x's one query (q_blocks == S)
+    b.seq = x, b.n_q = 1, b.tok = x, local = 0;
+  } else if (p.query_start == nullptr) {
     b.n_q = p.tokens;
   } else {
     const i64 active = ragged_active_seqs(p);
@@ -282,6 +285,11 @@ __device__ __forceinline__ void ragged_page_attention(const RaggedPageParams& p)
       inv = keep / l;
     }
     page_store_chunk<Cfg>(static_cast<St*>(p.out) + t * p.o_st + h * p.o_sh, acc[it], inv, c);
+  }
+  if (p.lse != nullptr && tid < rows) {
+    const i64 t = b.tok + tid / b.nh, h = b.h0 + tid % b.nh;
+    p.lse[t * p.lse_st + h * p.lse_sh] =
+        ragged_row_lse(p, h, sm.m[tid], sm.l[tid], [](float x) { return logf(x); }, [](float x) { return expf(x); });
   }
 }
 

@@ -72,7 +72,8 @@ class PrefillPageAttentionOp final : public RaggedPageFamilyOp {
   double flops(const engine::Bound& b) const override { return capacity_flops(params(b)); }
 
   void reference(const engine::Bound& b, double* const* outputs) const override {
-    ragged_page_reference(params(b), b.tensor(query), b.tensor(key_cache), b.tensor(value_cache), 0, outputs[out]);
+    ragged_page_reference(params(b), b.tensor(query), b.tensor(key_cache), b.tensor(value_cache), 0, outputs[out],
+                          nullptr);
   }
 
   const int query, key_cache, value_cache, context_len, page_indices, out;

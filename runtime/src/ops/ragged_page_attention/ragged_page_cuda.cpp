@@ -20,8 +20,11 @@ void RaggedPageFamilyOp::cuda_launch(const engine::Bound& b, const engine::PlanD
   p.cta_heads = ragged_cta_heads(group), p.cta_tokens = ragged_cta_tokens(group);
   // Device-resident starts: every sequence's blocks fit in floor(T / tokens) + S (see
   // ragged_first_block); one sequence of all tokens (no starts) needs ceil(T / tokens).
-  const bool starts = p.query_start != nullptr;
-  p.q_blocks = starts ? p.tokens / p.cta_tokens + p.seqs : ceil_div<int64_t>(p.tokens, p.cta_tokens);
+  // A decode batch takes one block per sequence (its one token), with no zero-fill blocks.
+  const bool starts = p.query_start != nullptr && p.decode == 0;
+  p.q_blocks = p.decode != 0 ? p.tokens
+               : starts      ? p.tokens / p.cta_tokens + p.seqs
+                             : ceil_div<int64_t>(p.tokens, p.cta_tokens);
   const int64_t blocks = p.q_blocks + (starts ? ceil_div<int64_t>(p.tokens, kRaggedZeroTokens) : 0);
   const int64_t rows = p.kv_heads * ceil_div<int64_t>(group, p.cta_heads);
   if (blocks > INT32_MAX || rows > 65535)

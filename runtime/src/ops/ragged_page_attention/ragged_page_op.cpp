@@ -12,9 +12,9 @@
 
 namespace ejk::ops {
 
-RaggedPageFamilyOp::RaggedPageFamilyOp(const char* kernel, const char* soft_cap_name)
+RaggedPageFamilyOp::RaggedPageFamilyOp(const char* kernel, const char* soft_cap_name, const char* window_name)
     : OpDef(kernel), softmax_scale(scalar("softmax_scale")), soft_cap(scalar(soft_cap_name)),
-      sliding_window(scalar("sliding_window")) {}
+      sliding_window(window_name ? scalar(window_name) : -1) {}
 
 engine::CpuWork RaggedPageFamilyOp::cpu_prepare(const engine::Bound& b, const engine::PlanData&, void* params) const {
   static_assert(sizeof(RaggedPageParams) <= kParamBytes);
@@ -36,7 +36,7 @@ int64_t RaggedPageFamilyOp::cuda_dynamic_smem(const VariantKey& key) const {
 void RaggedPageFamilyOp::set_logits(RaggedPageParams& p, const engine::Bound& b) const {
   p.scale = float(b.given(softmax_scale) ? b.f64(softmax_scale) : 1.0 / std::sqrt(double(p.head_dim)));
   p.softcap = b.given(soft_cap) ? float(b.f64(soft_cap)) : 0.0f;
-  p.window = b.given(sliding_window) ? b.i64(sliding_window) : 0;
+  p.window = sliding_window >= 0 && b.given(sliding_window) ? b.i64(sliding_window) : 0;
 }
 
 double RaggedPageFamilyOp::capacity_flops(const RaggedPageParams& p) {
@@ -84,12 +84,12 @@ void RaggedPageAttentionOp::check_host_metadata(const engine::Bound& b) const {
 // reads outside the cache or the queries (device-resident tables are clamped by the kernels).
 void check_ragged_metadata(std::string_view op, const RaggedSizes& z, const TensorView& qsl, const TensorView& lens,
                            const TensorView& tables) {
-  if (qsl.device.kind != DeviceKind::cpu || lens.device.kind != DeviceKind::cpu) return;
+  if (lens.device.kind != DeviceKind::cpu || (!z.decode && qsl.device.kind != DeviceKind::cpu)) return;
   const auto* qs = static_cast<const int32_t*>(qsl.data);
   const auto* len = static_cast<const int32_t*>(lens.data);
   const auto* tab = static_cast<const int32_t*>(tables.data);
   const bool tables_on_host = tables.device.kind == DeviceKind::cpu;
-  for (int64_t s = 0; s <= z.seqs; ++s) {
+  for (int64_t s = 0; !z.decode && s <= z.seqs; ++s) {
     if (qs[s] < 0 || qs[s] > z.tokens)
       throw InvalidArgument(fmt::format("{}: query_start_loc[{}]: must be in [0, {}] (the queries' tokens), got {}",
                                         op, s, z.tokens, qs[s]));
@@ -99,10 +99,12 @@ void check_ragged_metadata(std::string_view op, const RaggedSizes& z, const Tens
   }
   const int64_t cap = z.max_pages * z.page_size;
   for (int64_t s = 0; s < z.seqs; ++s) {
-    const int64_t n = len[s * lens.strides[0]], n_q = qs[s + 1] - qs[s];
-    if (n < n_q || n > cap)
-      throw InvalidArgument(fmt::format("{}: {}[{}]: must be in [{}, {}] (its {} query tokens; "
-                                        "block_tables' {} pages of {}), got {}", op, z.lens_arg, s, n_q, cap, n_q, z.max_pages,
+    // A decode query is not a cache position: its context may be empty.
+    const int64_t n = len[s * lens.strides[0]], n_q = z.decode ? 1 : qs[s + 1] - qs[s], lo = z.decode ? 0 : n_q;
+    if (n < lo || n > cap)
+      throw InvalidArgument(fmt::format("{}: {}[{}]: must be in [{}, {}] ({}{}' {} pages of {}), got {}", op,
+                                        z.lens_arg, s, lo, cap,
+                                        z.decode ? "" : fmt::format("its {} query tokens; ", n_q), z.tables_arg, z.max_pages,
                                         z.page_size, n));
     if (!tables_on_host || n_q == 0) continue;
     // Only the pages a query reaches: the window's oldest is the first query's.
@@ -110,7 +112,7 @@ void check_ragged_metadata(std::string_view op, const RaggedSizes& z, const Tens
     for (int64_t j = first / z.page_size; j < (n + z.page_size - 1) / z.page_size; ++j) {
       const int64_t page = tab[s * tables.strides[0] + j * tables.strides[1]];
       if (page < 0 || page >= z.num_pages)
-        throw InvalidArgument(fmt::format("{}: block_tables[{}, {}]: must be a page in [0, {}), got {}", op, s, j,
+        throw InvalidArgument(fmt::format("{}: {}[{}, {}]: must be a page in [0, {}), got {}", op, z.tables_arg, s, j,
                                           z.num_pages, page));
     }
   }

@@ -21,7 +21,8 @@ class RaggedPageFamilyOp : public engine::OpDef {
   virtual RaggedPageParams params(const engine::Bound& b) const = 0;
 
  protected:
-  RaggedPageFamilyOp(const char* kernel, const char* soft_cap_name);
+  // window_name: the op's sliding-window scalar, or null for an op without one.
+  RaggedPageFamilyOp(const char* kernel, const char* soft_cap_name, const char* window_name = "sliding_window");
   // softmax_scale (default 1/sqrt(D)), the soft cap and sliding_window into p.
   void set_logits(RaggedPageParams& p, const engine::Bound& b) const;
   // 4 D per (query head, position) when every token counts as seeing the tables' capacity.
@@ -53,16 +54,19 @@ const RaggedPageAttentionOp& ragged_page_attention_op();
 // The sizes the host-resident metadata is checked against.
 struct RaggedSizes {
   int64_t seqs, tokens, num_pages, page_size, max_pages, window;
-  const char* lens_arg = "context_lens";  // the lengths' argument name in messages
+  const char* lens_arg = "context_lens";  // the lengths' and the tables' argument names in messages
+  const char* tables_arg = "block_tables";
+  bool decode = false;  // one query per sequence, no query_start_loc: lengths from 0
 };
-// query_start_loc (seqs + 1 entries), context_lens and the block-table entries a query reaches,
+// query_start_loc (seqs + 1 entries; not read for decode), context_lens and the block-table entries a query reaches,
 // where they are on the CPU; InvalidArgument "<op>: <arg>[i]: ..." for the first bad entry.
 void check_ragged_metadata(std::string_view op, const RaggedSizes& sizes, const TensorView& query_start_loc,
                            const TensorView& context_lens, const TensorView& block_tables);
 
-// The family's float64 reference into a contiguous [T, Hq, D] output: keys read from k and
-// values from v through p's strides (v_offset elements past v's start), sequence by sequence.
+// The family's float64 reference into a contiguous [T, Hq, D] output (and a contiguous [T, Hq]
+// log-sum-exp where lse is not null): keys read from k and values from v through p's strides
+// (v_offset elements past v's start), sequence by sequence.
 void ragged_page_reference(const RaggedPageParams& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                           int64_t v_offset, double* out);
+                           int64_t v_offset, double* out, double* lse);
 
 }  // namespace ejk::ops

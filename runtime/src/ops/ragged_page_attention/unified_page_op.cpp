@@ -24,7 +24,7 @@ class UnifiedAttentionOp final : public RaggedPageFamilyOp {
         query_start_loc(tensor("query_start_loc")), alibi_slopes(tensor("alibi_slopes")), qq_bias(tensor("qq_bias")),
         softmax_aux(tensor("softmax_aux")), out(tensor("out")), sym_T(symbol("T")),
         sym_Hq(symbol("Hq")), sym_D(symbol("D")), sym_NB(symbol("NB")), sym_BS(symbol("BS")), sym_Hkv(symbol("Hkv")),
-        sym_S(symbol("S")), sym_MB(symbol("MB")) {}
+        sym_S(symbol("S")), sym_MB(symbol("MB")), causal(scalar("causal")) {}
 
   void check(const engine::Bound& b) const override {
     const int64_t Hq = b.size(sym_Hq), Hkv = b.size(sym_Hkv), D = b.size(sym_D), BS = b.size(sym_BS);
@@ -64,18 +64,19 @@ class UnifiedAttentionOp final : public RaggedPageFamilyOp {
     p.v_sp = b.stride(value_cache, 0), p.v_ss = b.stride(value_cache, 1), p.v_sh = b.stride(value_cache, 2);
     p.bt_ss = b.stride(block_tables, 0);
     set_logits(p, b);
+    p.non_causal = b.flag(causal) ? 0 : 1;
     return p;
   }
 
   double flops(const engine::Bound& b) const override { return capacity_flops(params(b)); }
 
   void reference(const engine::Bound& b, double* const* outputs) const override {
-    ragged_page_reference(params(b), b.tensor(queries), b.tensor(key_cache), b.tensor(value_cache), 0, outputs[out]);
+    ragged_page_reference(params(b), b.tensor(queries), b.tensor(key_cache), b.tensor(value_cache), 0, outputs[out], nullptr);
   }
 
   const int queries, key_cache, value_cache, kv_lens, block_tables, query_start_loc, alibi_slopes, qq_bias,
       softmax_aux, out;
-  const int sym_T, sym_Hq, sym_D, sym_NB, sym_BS, sym_Hkv, sym_S, sym_MB;
+  const int sym_T, sym_Hq, sym_D, sym_NB, sym_BS, sym_Hkv, sym_S, sym_MB, causal;
 };
 
 }  // namespace
