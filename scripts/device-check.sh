@@ -23,10 +23,11 @@ echo "== tests"
 echo "== ejk run --backend cuda --check"
 export EJK_CACHE_DIR=/tmp/ejk-cache
 E=$B/cli/ejk
-# Every op `ejk list` names but internal ones (companion kernels, which `ejk list` marks on the
+# Every op `ejk list` names with a cuda backend but internal ones (companion kernels, which `ejk list` marks on the
 # line after the op's): the problems in cli/cases/<op>.device (one a line), else the case's
 # default problem; then each op's own checks, cli/cases/<op>.device.sh.
-ops=$($E list | awk '/ \(kernel family /{name=$1; next} name!=""{if ($0 !~ /\(internal/) print name; name=""}')
+ops=$($E list | awk '/ \(kernel family /{name=$1; cuda=($0 ~ /backends: [^)]*cuda/); next}
+  name!=""{if ($0 !~ /\(internal/ && cuda) print name; name=""}')
 for op in $ops; do
   problems=cli/cases/$op.device
   if [ -f "$problems" ]; then

@@ -121,9 +121,11 @@ std::vector<std::string> problem_lines(const std::string& op) {
   return lines;
 }
 
-std::vector<Device> devices() {
+// The devices here whose backend the op's spec has kernels for (the CPU always).
+std::vector<Device> devices(const OpInfo& info) {
   std::vector<Device> d{Device{}};
-  if (backend_available(Backend::cuda)) d.push_back(Device{DeviceKind::cuda, 0});
+  const bool has_cuda = std::find(info.backends.begin(), info.backends.end(), "cuda") != info.backends.end();
+  if (has_cuda && backend_available(Backend::cuda)) d.push_back(Device{DeviceKind::cuda, 0});
   return d;
 }
 
@@ -224,7 +226,7 @@ void check_op(cli::OpCase& oc) {
       }
       const std::vector<ReferenceOutput> ref = reference(op, c.args());
       const double tol = cli::tolerance(op, c.dtype);
-      for (Device device : devices()) {
+      for (Device device : devices(info)) {
         INFO("on " << to_string(device));
         for (Placement pl : {Placement::contiguous, Placement::padded, Placement::shuffled}) {
           INFO("placement " << placement_name(pl));
