@@ -198,9 +198,9 @@ void check_alone(const OpShape& s, const Packed& p, const Outputs& packed) {
 }
 
 // Offsets of the problems: several with an empty one, one sequence, leading/trailing empties,
-// long enough for several checkpoint chunks.
+// no tokens at all, long enough for several checkpoint chunks.
 std::vector<std::vector<int32_t>> offset_sets() {
-  return {{0, 7, 7, 30, 33}, {0, 25}, {0, 0, 12, 40, 40}, {0, 1, 2, 3}};
+  return {{0, 7, 7, 30, 33}, {0, 25}, {0, 0, 12, 40, 40}, {0, 1, 2, 3}, {0, 0, 0}};
 }
 
 std::vector<OpShape> shapes(bool backward) {
