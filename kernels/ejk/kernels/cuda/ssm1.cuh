@@ -220,8 +220,9 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
         const float* c = sm.c[i - lo];
         float cur[N], prev[N], db[N], dc[N];
         ssm1_load_slot<Cfg>(ws.chunk, ws.stride, u, i - n0, cur);
-        if (i == n0) ssm1_load_slot<Cfg>(ws.ckpt, ws.ckpt_stride, u, k, prev);
-        else ssm1_load_slot<Cfg>(ws.chunk, ws.stride, u, i - n0 - 1, prev);
+        const bool at_ckpt = i == n0;  // the state before the chunk's first token is its checkpoint
+        ssm1_load_slot<Cfg>(at_ckpt ? ws.ckpt : ws.chunk, at_ckpt ? ws.ckpt_stride : ws.stride, u,
+                            at_ckpt ? k : i - n0 - 1, prev);
         float x = 0.0f, dt = 0.0f, dout = 0.0f;
         if (u.active)
           x = ssm1_read<E>(p.x, u.s, i, u.ch), dt = ssm1_read<E>(p.dt, u.s, i, u.ch), dout = ssm1_read<E>(p.d_y, u.s, i, u.ch);

@@ -219,8 +219,9 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
         const float dt = sm.dt[i - lo], e = expf(A * dt);
         float cur[N], prev[N], v[2 * N + 1];
         ssm2_load_slot<Cfg>(ws.chunk, ws.stride, u, i - n0, cur);
-        if (i == n0) ssm2_load_slot<Cfg>(ws.ckpt, ws.ckpt_stride, u, k, prev);
-        else ssm2_load_slot<Cfg>(ws.chunk, ws.stride, u, i - n0 - 1, prev);
+        const bool at_ckpt = i == n0;  // the state before the chunk's first token is its checkpoint
+        ssm2_load_slot<Cfg>(at_ckpt ? ws.ckpt : ws.chunk, at_ckpt ? ws.ckpt_stride : ws.stride, u,
+                            at_ckpt ? k : i - n0 - 1, prev);
         const float x = u.active ? ssm2_read<E>(p.x, u.s, i, u.h, u.q) : 0.0f;
         const float dy = u.active ? ssm2_read<E>(p.d_y, u.s, i, u.h, u.q) : 0.0f;
         dd += dy * x;
