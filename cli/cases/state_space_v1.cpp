@@ -1,6 +1,7 @@
 // `ejk run state_space_v1` and `ejk run state_space_v1_backward`: the problem's sizes, a gate,
-// an initial state (and a final state's gradient), packed sequences (--varlen). A is negative (-0.5 to -2: decays in (0, 1))
-// and dt a softplus of normals, as Mamba's projections give them, so the state stays bounded.
+// an initial state (and a final state's gradient), packed sequences (--varlen). A is negative
+// (-0.5 to -2: decays in (0, 1)) and dt a softplus of normals, as Mamba's projections give them,
+// so the state stays bounded.
 #include <algorithm>
 #include <cmath>
 

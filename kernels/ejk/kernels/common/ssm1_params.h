@@ -43,8 +43,7 @@ struct Ssm1Params {
   // Work split (set by the runtime per backend).
   i64 tiles;       // channel tiles per sequence
   i64 chunk;       // backward: tokens between checkpoints (C)
-  i64 chunks_cap;  // backward: ceil(S / C) (CPU varlen: ceil(longest / C))
-  i64 slots;       // CUDA varlen backward: checkpoint slots per channel (ssm1_cuda_slots)
+  i64 chunks_cap;  // backward: ceil(S / C); CPU varlen: ceil(longest / C); CUDA varlen: see below
   float* work;     // backward workspace, f32
   float* partial;  // backward: per-sequence dA, dD shares (CPU, CUDA); per-tile dB, dC (CUDA)
   u32* done;       // CPU backward: tasks finished (the last adds the shares)
@@ -70,11 +69,12 @@ EJK_HD constexpr i64 ssm1_cuda_work_floats(i64 batch, i64 dim, i64 n, i64 chunks
 // CUDA varlen backward: the host never reads cu_seqlens, so checkpoints are placed by token
 // position, [slot][j][channel]: sequence s keeps its k-th at slot begin_s / C + s + k. These
 // ranges never meet (a sequence of len tokens has at most len / C + 1 checkpoints) and stay
-// below total / C + Bt + 1 even for a malformed, clamped cu_seqlens. Then C chunk states per
-// (sequence, channel) unit as in the dense layout.
+// below total / C + Bt + 1 even for a malformed, clamped cu_seqlens. They fill the first
+// chunks_cap slots of the dense layout (chunks_cap = ceil(slots / Bt) of Bt x Dm floats
+// each), and the C chunk states follow as in the dense layout.
 EJK_HD constexpr i64 ssm1_cuda_slots(i64 total, i64 batch, i64 chunk) { return total / chunk + batch + 1; }
-EJK_HD constexpr i64 ssm1_cuda_varlen_work_floats(i64 total, i64 batch, i64 dim, i64 n, i64 chunk) {
-  return (ssm1_cuda_slots(total, batch, chunk) * dim + chunk * batch * dim) * n;
+EJK_HD constexpr i64 ssm1_cuda_varlen_chunks_cap(i64 total, i64 batch, i64 chunk) {
+  return ceil_div(ssm1_cuda_slots(total, batch, chunk), batch > 0 ? batch : (i64)1);
 }
 // The leading count of the token tensors: Bt dense, 1 packed.
 EJK_HD i64 ssm1_packs(const i32* cu_seqlens, i64 batch) { return cu_seqlens != nullptr ? 1 : batch; }

@@ -41,8 +41,7 @@ struct Ssm2Params {
   // Work split (set by the runtime per backend).
   i64 tiles;       // CUDA: head-dim tiles per head
   i64 chunk;       // backward: tokens between checkpoints (C)
-  i64 chunks_cap;  // backward: ceil(S / C) (CPU varlen: ceil(longest / C))
-  i64 slots;       // CUDA varlen backward: checkpoint slots per (head, head dim) (ssm1_cuda_slots)
+  i64 chunks_cap;  // backward: ceil(S / C); CPU varlen: ceil(longest / C); CUDA varlen: see below
   float* work;     // backward workspace, f32
   float* partial;  // CPU: per-sequence da, dd shares; CUDA: the f32 accumulators
   u32* done;       // CPU backward: tasks finished (the last adds the shares)
@@ -69,10 +68,7 @@ EJK_HD constexpr i64 ssm2_cuda_acc_floats(i64 packs, i64 seqlen, i64 heads, i64 
 EJK_HD constexpr i64 ssm2_cuda_work_floats(i64 batch, i64 heads, i64 hdim, i64 n, i64 chunks_cap, i64 chunk) {
   return (chunks_cap + chunk) * n * batch * heads * hdim;
 }
-// CUDA varlen backward: checkpoints by token position as Mamba-1's (ssm1_cuda_slots), [slot][j]
-// [head, head dim], then C chunk states per (sequence, head, head dim).
-EJK_HD constexpr i64 ssm2_cuda_varlen_work_floats(i64 total, i64 batch, i64 heads, i64 hdim, i64 n, i64 chunk) {
-  return (ssm1_cuda_slots(total, batch, chunk) + chunk * batch) * heads * hdim * n;
-}
+// CUDA varlen backward: the same array, its first chunks_cap slots (ssm1_cuda_varlen_chunks_cap)
+// holding the checkpoints by token position as Mamba-1's, [slot][j][head, head dim].
 
 }  // namespace ejk

@@ -141,7 +141,8 @@ template <class Cfg> EJK_HD void ssm1_bwd_task(const Ssm1Params& p, i64 s) {
   // Checkpoints and chunks count from the sequence's first token.
   const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
   for (i64 i = sp.begin; i < sp.end; ++i) {
-    if ((i - sp.begin) % p.chunk == 0) __builtin_memcpy(ckpt + (i - sp.begin) / p.chunk * state, run, sizeof(float) * state);
+    const i64 step = i - sp.begin;
+    if (step % p.chunk == 0) __builtin_memcpy(ckpt + step / p.chunk * state, run, sizeof(float) * state);
     ssm1_step_all<Cfg>(run, run, p, s, i);
   }
   for (i64 e = 0; e < state; ++e) dh[e] = p.dht != nullptr ? p.dht[s * state + e] : 0.0f;

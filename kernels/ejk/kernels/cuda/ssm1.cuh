@@ -114,34 +114,35 @@ __device__ __forceinline__ float ssm1_warp_sum(float x) {
   return x;
 }
 
-// This thread's workspace: entry j of checkpoint k at ckpt[(k * N + j) * ckpt_stride], of chunk
-// state c at chunk[(c * N + j) * stride]. Dense: [slot][j][unit], checkpoints first, then chunk
-// states; varlen: checkpoints [slot][j][channel] by token position, then the chunk states.
-struct Ssm1Slots {
-  float *ckpt, *chunk;
-  i64 ckpt_stride, stride;
-};
-__device__ __forceinline__ Ssm1Slots ssm1_slots(const Ssm1Params& p, const Ssm1Unit& u, i64 begin) {
-  const i64 units = p.batch * p.dim, unit = u.s * p.dim + u.ch;
-  if (p.cu_seqlens == nullptr)
-    return {p.work + unit, p.work + p.chunks_cap * p.nstate * units + unit, units, units};
-  return {p.work + (begin / p.chunk + u.s) * p.nstate * p.dim + u.ch, p.work + p.slots * p.nstate * p.dim + unit,
-          p.dim, units};
+// The workspace, [slot][j][unit]: chunk state c of this thread's unit is slot chunks_cap + c.
+// Dense, checkpoint k is slot k; varlen, the first chunks_cap slots hold the checkpoints by
+// token position, [slot][j][channel] (common/ssm1_params.h), the sequence's k-th at first + k
+// (first = begin / C + s). Addresses come from the params each time, not per-thread pointers
+// (registers).
+__device__ __forceinline__ float* ssm1_slot(const Ssm1Params& p, const Ssm1Unit& u, i64 slot) {
+  return p.work + slot * p.nstate * p.batch * p.dim + u.s * p.dim + u.ch;
+}
+__device__ __forceinline__ float* ssm1_ckpt(const Ssm1Params& p, const Ssm1Unit& u, i64 first, i64 k) {
+  if (p.cu_seqlens == nullptr) return ssm1_slot(p, u, k);
+  return p.work + (first + k) * p.nstate * p.dim + u.ch;
+}
+__device__ __forceinline__ i64 ssm1_ckpt_stride(const Ssm1Params& p) {
+  return (p.cu_seqlens == nullptr ? p.batch : 1) * p.dim;
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm1_store_slot(float* base, i64 stride, const Ssm1Unit& u, i64 slot,
+__device__ __forceinline__ void ssm1_store_slot(float* base, i64 stride, const Ssm1Unit& u,
                                                 const float (&h)[Cfg::kN]) {
   if (!u.active) return;
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) base[(slot * Cfg::kN + j) * stride] = h[j];
+  for (int j = 0; j < Cfg::kN; ++j) base[j * stride] = h[j];
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm1_load_slot(const float* base, i64 stride, const Ssm1Unit& u, i64 slot,
+__device__ __forceinline__ void ssm1_load_slot(const float* base, i64 stride, const Ssm1Unit& u,
                                                float (&h)[Cfg::kN]) {
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) h[j] = u.active ? base[(slot * Cfg::kN + j) * stride] : 0.0f;
+  for (int j = 0; j < Cfg::kN; ++j) h[j] = u.active ? base[j * stride] : 0.0f;
 }
 
 // Block sums of this token's dB and dC contributions into the tile's partial row.
@@ -177,7 +178,7 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
   ssm1_load_row<Cfg>(A, p.A, u, N);
   const float D = u.active ? p.D[u.ch] : 0.0f;
   const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
-  const Ssm1Slots ws = ssm1_slots(p, u, sp.begin);
+  const i64 first = sp.begin / p.chunk + u.s, units = p.batch * p.dim;
   // The forward pass: checkpoints before the sequence's tokens 0, C, 2C, ...
   for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
     const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
@@ -186,7 +187,8 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
     __syncthreads();
     for (int t = 0; t < count && u.active; ++t) {
       const i64 i = i0 + t;
-      if ((i - sp.begin) % p.chunk == 0) ssm1_store_slot<Cfg>(ws.ckpt, ws.ckpt_stride, u, (i - sp.begin) / p.chunk, h);
+      if ((i - sp.begin) % p.chunk == 0)
+        ssm1_store_slot<Cfg>(ssm1_ckpt(p, u, first, (i - sp.begin) / p.chunk), ssm1_ckpt_stride(p), u, h);
       ssm1_step<Cfg>(h, A, sm.b[t], ssm1_read<E>(p.x, u.s, i, u.ch), ssm1_read<E>(p.dt, u.s, i, u.ch));
     }
   }
@@ -197,7 +199,7 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
   for (i64 k = ceil_div(sp.end - sp.begin, p.chunk) - 1; k >= 0; --k) {
     const i64 n0 = sp.begin + k * p.chunk, n1 = min_of(sp.end, n0 + p.chunk);
     // Recompute the chunk's states after each token into chunk slots i - n0.
-    ssm1_load_slot<Cfg>(ws.ckpt, ws.ckpt_stride, u, k, h);
+    ssm1_load_slot<Cfg>(ssm1_ckpt(p, u, first, k), ssm1_ckpt_stride(p), u, h);
     for (i64 i0 = n0; i0 < n1; i0 += kSsm1Stage) {
       const int count = int(min_of((i64)kSsm1Stage, n1 - i0));
       __syncthreads();
@@ -206,7 +208,7 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
       for (int t = 0; t < count && u.active; ++t) {
         const i64 i = i0 + t;
         ssm1_step<Cfg>(h, A, sm.b[t], ssm1_read<E>(p.x, u.s, i, u.ch), ssm1_read<E>(p.dt, u.s, i, u.ch));
-        ssm1_store_slot<Cfg>(ws.chunk, ws.stride, u, i - n0, h);
+        ssm1_store_slot<Cfg>(ssm1_slot(p, u, p.chunks_cap + (i - n0)), units, u, h);
       }
     }
     // Walk back through the chunk, kSsm1Stage tokens staged at a time.
@@ -219,10 +221,10 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
         const float* b = sm.b[i - lo];
         const float* c = sm.c[i - lo];
         float cur[N], prev[N], db[N], dc[N];
-        ssm1_load_slot<Cfg>(ws.chunk, ws.stride, u, i - n0, cur);
+        ssm1_load_slot<Cfg>(ssm1_slot(p, u, p.chunks_cap + (i - n0)), units, u, cur);
         const bool at_ckpt = i == n0;  // the state before the chunk's first token is its checkpoint
-        ssm1_load_slot<Cfg>(at_ckpt ? ws.ckpt : ws.chunk, at_ckpt ? ws.ckpt_stride : ws.stride, u,
-                            at_ckpt ? k : i - n0 - 1, prev);
+        ssm1_load_slot<Cfg>(at_ckpt ? ssm1_ckpt(p, u, first, k) : ssm1_slot(p, u, p.chunks_cap + (i - n0 - 1)),
+                            at_ckpt ? ssm1_ckpt_stride(p) : units, u, prev);
         float x = 0.0f, dt = 0.0f, dout = 0.0f;
         if (u.active)
           x = ssm1_read<E>(p.x, u.s, i, u.ch), dt = ssm1_read<E>(p.dt, u.s, i, u.ch), dout = ssm1_read<E>(p.d_y, u.s, i, u.ch);

@@ -109,34 +109,36 @@ __device__ __forceinline__ float ssm2_warp_sum(float x) {
   return x;
 }
 
-// This thread's workspace: entry j of checkpoint k at ckpt[(k * N + j) * ckpt_stride], of chunk
-// state c at chunk[(c * N + j) * stride]. Dense: [slot][j][unit], checkpoints first, then chunk
-// states; varlen: checkpoints [slot][j][head, head dim] by token position, then chunk states.
-struct Ssm2Slots {
-  float *ckpt, *chunk;
-  i64 ckpt_stride, stride;
-};
-__device__ __forceinline__ Ssm2Slots ssm2_slots(const Ssm2Params& p, const Ssm2Unit& u, i64 begin) {
-  const i64 lanes = p.heads * p.hdim, units = p.batch * lanes, lane = u.h * p.hdim + u.q, unit = u.s * lanes + lane;
-  if (p.cu_seqlens == nullptr)
-    return {p.work + unit, p.work + p.chunks_cap * p.nstate * units + unit, units, units};
-  return {p.work + (begin / p.chunk + u.s) * p.nstate * lanes + lane, p.work + p.slots * p.nstate * lanes + unit,
-          lanes, units};
+// The workspace, [slot][j][unit]: chunk state c of this thread's unit is slot chunks_cap + c.
+// Dense, checkpoint k is slot k; varlen, the first chunks_cap slots hold the checkpoints by
+// token position, [slot][j][head, head dim] (common/ssm2_params.h), the sequence's k-th at
+// first + k (first = begin / C + s). Addresses come from the params each time: per-thread
+// pointers would cost registers in a sweep that already spills at N = 128.
+__device__ __forceinline__ float* ssm2_slot(const Ssm2Params& p, const Ssm2Unit& u, i64 slot) {
+  const i64 units = p.batch * p.heads * p.hdim;
+  return p.work + slot * p.nstate * units + (u.s * p.heads + u.h) * p.hdim + u.q;
+}
+__device__ __forceinline__ float* ssm2_ckpt(const Ssm2Params& p, const Ssm2Unit& u, i64 first, i64 k) {
+  if (p.cu_seqlens == nullptr) return ssm2_slot(p, u, k);
+  return p.work + (first + k) * p.nstate * p.heads * p.hdim + u.h * p.hdim + u.q;
+}
+__device__ __forceinline__ i64 ssm2_ckpt_stride(const Ssm2Params& p) {
+  return (p.cu_seqlens == nullptr ? p.batch : 1) * p.heads * p.hdim;
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm2_store_slot(float* base, i64 stride, const Ssm2Unit& u, i64 slot,
+__device__ __forceinline__ void ssm2_store_slot(float* base, i64 stride, const Ssm2Unit& u,
                                                 const float (&st)[Cfg::kN]) {
   if (!u.active) return;
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) base[(slot * Cfg::kN + j) * stride] = st[j];
+  for (int j = 0; j < Cfg::kN; ++j) base[j * stride] = st[j];
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm2_load_slot(const float* base, i64 stride, const Ssm2Unit& u, i64 slot,
+__device__ __forceinline__ void ssm2_load_slot(const float* base, i64 stride, const Ssm2Unit& u,
                                                float (&st)[Cfg::kN]) {
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) st[j] = u.active ? base[(slot * Cfg::kN + j) * stride] : 0.0f;
+  for (int j = 0; j < Cfg::kN; ++j) st[j] = u.active ? base[j * stride] : 0.0f;
 }
 
 // The accumulators' parts (ssm2_cuda_acc_floats).
@@ -178,7 +180,7 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
   ssm2_load_row<Cfg>(st, p.h0, p, u);
   const float A = p.A[u.h], D = p.D[u.h];
   const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
-  const Ssm2Slots ws = ssm2_slots(p, u, sp.begin);
+  const i64 first = sp.begin / p.chunk + u.s, units = p.batch * p.heads * p.hdim;
   for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
     const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
     __syncthreads();
@@ -186,7 +188,8 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
     __syncthreads();
     for (int t = 0; t < count && u.active; ++t) {
       const i64 i = i0 + t;
-      if ((i - sp.begin) % p.chunk == 0) ssm2_store_slot<Cfg>(ws.ckpt, ws.ckpt_stride, u, (i - sp.begin) / p.chunk, st);
+      if ((i - sp.begin) % p.chunk == 0)
+        ssm2_store_slot<Cfg>(ssm2_ckpt(p, u, first, (i - sp.begin) / p.chunk), ssm2_ckpt_stride(p), u, st);
       const float dt = sm.dt[t];
       ssm2_step<Cfg>(st, sm.b[t], expf(A * dt), dt * ssm2_read<E>(p.x, u.s, i, u.h, u.q));
     }
@@ -195,7 +198,7 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
   ssm2_load_row<Cfg>(dh, p.dht, p, u);
   for (i64 k = ceil_div(sp.end - sp.begin, p.chunk) - 1; k >= 0; --k) {
     const i64 n0 = sp.begin + k * p.chunk, n1 = min_of(sp.end, n0 + p.chunk);
-    ssm2_load_slot<Cfg>(ws.ckpt, ws.ckpt_stride, u, k, st);
+    ssm2_load_slot<Cfg>(ssm2_ckpt(p, u, first, k), ssm2_ckpt_stride(p), u, st);
     for (i64 i0 = n0; i0 < n1; i0 += kSsm1Stage) {
       const int count = int(min_of((i64)kSsm1Stage, n1 - i0));
       __syncthreads();
@@ -205,7 +208,7 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
         const i64 i = i0 + t;
         const float dt = sm.dt[t];
         ssm2_step<Cfg>(st, sm.b[t], expf(A * dt), dt * ssm2_read<E>(p.x, u.s, i, u.h, u.q));
-        ssm2_store_slot<Cfg>(ws.chunk, ws.stride, u, i - n0, st);
+        ssm2_store_slot<Cfg>(ssm2_slot(p, u, p.chunks_cap + (i - n0)), units, u, st);
       }
     }
     for (i64 hi = n1; hi > n0;) {
@@ -218,10 +221,10 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
         const float* c = sm.c[i - lo];
         const float dt = sm.dt[i - lo], e = expf(A * dt);
         float cur[N], prev[N], v[2 * N + 1];
-        ssm2_load_slot<Cfg>(ws.chunk, ws.stride, u, i - n0, cur);
+        ssm2_load_slot<Cfg>(ssm2_slot(p, u, p.chunks_cap + (i - n0)), units, u, cur);
         const bool at_ckpt = i == n0;  // the state before the chunk's first token is its checkpoint
-        ssm2_load_slot<Cfg>(at_ckpt ? ws.ckpt : ws.chunk, at_ckpt ? ws.ckpt_stride : ws.stride, u,
-                            at_ckpt ? k : i - n0 - 1, prev);
+        ssm2_load_slot<Cfg>(at_ckpt ? ssm2_ckpt(p, u, first, k) : ssm2_slot(p, u, p.chunks_cap + (i - n0 - 1)),
+                            at_ckpt ? ssm2_ckpt_stride(p) : units, u, prev);
         const float x = u.active ? ssm2_read<E>(p.x, u.s, i, u.h, u.q) : 0.0f;
         const float dy = u.active ? ssm2_read<E>(p.d_y, u.s, i, u.h, u.q) : 0.0f;
         dd += dy * x;

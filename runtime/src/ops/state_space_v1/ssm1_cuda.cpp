@@ -30,15 +30,14 @@ Ssm1Launch plan_launch(const Ssm1Op& op, const engine::Bound& b) {
   if (p.cu_seqlens == nullptr) {
     p.chunk = ssm1_chunk(p.seqlen);
     p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
-    l.work_bytes = size_t(ssm1_cuda_work_floats(p.batch, p.dim, p.nstate, p.chunks_cap, p.chunk)) * sizeof(float);
   } else {
     // The device's cu_seqlens is never read back: checkpoints by token position cost
     // S / C + Bt slots per channel, chunk states C per unit, so C near the square root of
     // the mean length balances them (common/ssm1_params.h).
     p.chunk = ssm1_chunk(ceil_div<int64_t>(p.seqlen, std::max<int64_t>(p.batch, 1)));
-    p.slots = ssm1_cuda_slots(p.seqlen, p.batch, p.chunk);
-    l.work_bytes = size_t(ssm1_cuda_varlen_work_floats(p.seqlen, p.batch, p.dim, p.nstate, p.chunk)) * sizeof(float);
+    p.chunks_cap = ssm1_cuda_varlen_chunks_cap(p.seqlen, p.batch, p.chunk);
   }
+  l.work_bytes = size_t(ssm1_cuda_work_floats(p.batch, p.dim, p.nstate, p.chunks_cap, p.chunk)) * sizeof(float);
   l.partial_bytes = size_t(ssm1_cuda_bc_floats(p.tiles, packs, p.seqlen, p.nstate) +
                            ssm1_share_floats(p.batch, p.dim, p.nstate)) * sizeof(float);
   return l;
