@@ -82,10 +82,10 @@ def test_gradients_of_every_input(rng, gate, init):
 
 def test_opcheck(rng):
     x = {name: a.requires_grad_() for name, a in inputs(rng, s=9, gate=True, init=True).items()}
-    torch.library.opcheck(ops.state_space_v1.default, tuple(positional(x)))
+    torch.library.opcheck(ops.state_space_v1.default, tuple(positional(x)) + (None,))  # dense: no cu_seqlens
     d_y = torch.from_numpy(rng.standard_normal(tuple(x["x"].shape))).float()
     d_h = torch.from_numpy(rng.standard_normal(tuple(x["initial_state"].shape))).float()
-    args = tuple(a.detach() for a in positional(x)) + (d_y, d_h)
+    args = tuple(a.detach() for a in positional(x)) + (d_y, d_h, None)
     torch.library.opcheck(ops.state_space_v1_backward.default, args)
 
 

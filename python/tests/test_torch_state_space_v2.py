@@ -45,7 +45,7 @@ def test_forward_and_gradients(rng, norm):
 def test_opcheck(rng):
     x = {name: a.requires_grad_() for name, a in inputs(rng, s=7).items() if name != "gate"}
     args = tuple(x[n] for n in ARGS) + (x["initial_state"],)
-    torch.library.opcheck(ops.state_space_v2.default, args)
+    torch.library.opcheck(ops.state_space_v2.default, args + (None,))  # dense: no cu_seqlens
     d_y = torch.randn(tuple(x["x"].shape))
     d_h = torch.randn(tuple(x["initial_state"].shape))
-    torch.library.opcheck(ops.state_space_v2_backward.default, tuple(a.detach() for a in args) + (d_y, d_h))
+    torch.library.opcheck(ops.state_space_v2_backward.default, tuple(a.detach() for a in args) + (d_y, d_h, None))

@@ -20,7 +20,7 @@ def _like(x, ref):
 
 
 def state_space_v1(fw, hidden_states, A, B, C, D, dt, /, gate=None, initial_state=None, conv_state=None, *,
-                   act_fn=None, platform=None, cfg=None):
+                   act_fn=None, cu_seqlens=None, platform=None, cfg=None):
     """Mamba-1's selective scan, as ``ejkernel.modules.state_space_v1``; differentiable.
 
     Per sequence and channel c, a float32 state h [N] (from initial_state or zeros) walks the
@@ -37,6 +37,11 @@ def state_space_v1(fw, hidden_states, A, B, C, D, dt, /, gate=None, initial_stat
       initial_state: [batch, d, N] (used in float32) or None (zeros).
       conv_state: returned as given (the caller's convolution cache).
       act_fn: the gate's activation; None is SiLU.
+      cu_seqlens: int32 [N + 1] or None; an extension of the seed's signature. Packed varlen:
+        hidden_states, B, C, dt and gate are [1, T, ...] and sequence s is tokens
+        [cu_seqlens[s], cu_seqlens[s + 1]) (from 0, non-decreasing, ending at T), each with its
+        own initial_state [N, d, N_state] (or zeros); the final state is [N, d, N_state], an
+        empty sequence's being its initial state.
       platform ("auto" or None), cfg: None only.
 
     Returns:
@@ -48,6 +53,7 @@ def state_space_v1(fw, hidden_states, A, B, C, D, dt, /, gate=None, initial_stat
     arrays = [fw.array(seed, x) for (seed, _), x in
               zip(_TENSORS, (hidden_states, A, B, C, D, dt, gate, initial_state))]
     tensors = dict(zip((name for _, name in _TENSORS), arrays))
+    tensors["cu_seqlens"] = fw.array("cu_seqlens", cu_seqlens)
     x = tensors["x"]
     for name in ("a", "d", "initial_state"):
         tensors[name] = _float32(tensors[name])
@@ -94,10 +100,11 @@ _UNBATCHED = ("a", "d")
 
 
 def _vmap(op, size, names, in_batched, operands):
-    """The forward, a and d not mapped: the mapped axis folds into the batch."""
+    """The forward, a and d not mapped and dense: the mapped axis folds into the batch (packed
+    varlen maps one example at a time)."""
     from .. import _batching
     batched = dict(zip(names, in_batched))
-    if any(batched.get(name) for name in _UNBATCHED):
+    if "cu_seqlens" in names or any(batched.get(name) for name in _UNBATCHED):
         return _batching.sequential(op, in_batched, operands)
     x = operands[0]
     batch = x.shape[1] if batched["x"] else x.shape[0]

@@ -30,7 +30,8 @@ def _gated(fw, y, gate, act_fn, use_gated_rmsnorm, eps):
 
 
 def state_space_v2(fw, x, A, B, C, D, dt, /, gate=None, initial_state=None, conv_state=None, *, n_groups=1,
-                   act_fn=None, use_gated_rmsnorm=False, rmsnorm_eps=1e-5, precision=None, platform=None, cfg=None):
+                   act_fn=None, use_gated_rmsnorm=False, rmsnorm_eps=1e-5, cu_seqlens=None, precision=None,
+                   platform=None, cfg=None):
     """Mamba-2's scan, as ``ejkernel.modules.state_space_v2``; differentiable.
 
     Per sequence, head h and head dim p, a float32 state [N] (from initial_state or zeros) walks
@@ -48,6 +49,11 @@ def state_space_v2(fw, x, A, B, C, D, dt, /, gate=None, initial_state=None, conv
       conv_state: returned as given.
       n_groups: the groups of B and C (must match B's dim 2 and divide H).
       act_fn, use_gated_rmsnorm, rmsnorm_eps: the gating, as above.
+      cu_seqlens: int32 [N + 1] or None; an extension of the seed's signature. Packed varlen:
+        x, B, C, dt and gate are [1, T, ...] and sequence s is tokens
+        [cu_seqlens[s], cu_seqlens[s + 1]) (from 0, non-decreasing, ending at T), each with its
+        own initial_state [N, H, P, N_state] (or zeros); the final state is [N, H, P, N_state],
+        an empty sequence's being its initial state. The gating is per token, as without it.
       precision (default only), platform ("auto" or None), cfg: None only.
 
     Returns:
@@ -61,6 +67,7 @@ def state_space_v2(fw, x, A, B, C, D, dt, /, gate=None, initial_state=None, conv
     rmsnorm_eps = fw.scalar("rmsnorm_eps", rmsnorm_eps, "f64")
     tensors = {name: fw.array(seed, v) for (seed, name), v in
                zip(_TENSORS, (x, A, B, C, D, dt, initial_state))}
+    tensors["cu_seqlens"] = fw.array("cu_seqlens", cu_seqlens)
     gate = fw.array("gate", gate)
     xs = tensors["x"]
     if len(tensors["b"].shape) == 4 and tensors["b"].shape[2] != n_groups:
@@ -105,10 +112,11 @@ _UNBATCHED = ("a", "d")
 
 
 def _vmap(op, size, names, in_batched, operands):
-    """The forward, a and d not mapped: the mapped axis folds into the batch."""
+    """The forward, a and d not mapped and dense: the mapped axis folds into the batch (packed
+    varlen maps one example at a time)."""
     from .. import _batching
     batched = dict(zip(names, in_batched))
-    if any(batched.get(name) for name in _UNBATCHED):
+    if "cu_seqlens" in names or any(batched.get(name) for name in _UNBATCHED):
         return _batching.sequential(op, in_batched, operands)
     x = operands[0]
     batch = x.shape[1] if batched["x"] else x.shape[0]

@@ -9,6 +9,8 @@
 //     dx_p = dy_p d[h] + sum_j dh_j dt B_gj,   ddt += sum_p sum_j dh_j (a e h_prev_j + x_p B_gj)
 //     da   += sum_p sum_j dh_j e dt h_prev_j,  dB_gj += sum_(h in g, p) dh_j dt x_p,
 //     dC_gj += sum_(h in g, p) dy_p h_j,       dd += sum_p dy_p x_p;   then dh_j *= e.
+// Varlen (cu_seqlens set) as Mamba-1's (common/ssm1_params.h): the token tensors are one packed
+// sequence (sb 0) and sequence s walks tokens [cu[s], cu[s + 1]) (ssm1_span).
 #pragma once
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/ssm1_params.h"
@@ -28,17 +30,18 @@ struct Ssm2Params {
   const float* A;   // [H]
   const float* D;   // [H]
   const float* h0;  // [Bt, H, P, N] or null (zeros)
+  const i32* cu_seqlens;  // varlen: Bt + 1 token offsets; null: dense
   float* ht;        // or null; may equal h0 (each unit reads its part first)
   const float* dht;
   float* dh0;
   float* dA;  // [H]
   float* dD;  // [H]
-  i64 batch, seqlen, heads, hdim, groups, nstate;  // Bt, S, H, P, G, N
+  i64 batch, seqlen, heads, hdim, groups, nstate;  // Bt (sequences), S (varlen: packed), H, P, G, N
 
   // Work split (set by the runtime per backend).
   i64 tiles;       // CUDA: head-dim tiles per head
   i64 chunk;       // backward: tokens between checkpoints (C)
-  i64 chunks_cap;  // backward: ceil(S / C)
+  i64 chunks_cap;  // backward: ceil(S / C); CPU varlen: ceil(longest / C); CUDA varlen: see below
   float* work;     // backward workspace, f32
   float* partial;  // CPU: per-sequence da, dd shares; CUDA: the f32 accumulators
   u32* done;       // CPU backward: tasks finished (the last adds the shares)
@@ -55,14 +58,17 @@ EJK_HD constexpr i64 ssm2_cpu_task_floats(i64 heads, i64 hdim, i64 n, i64 chunks
 // CPU backward: floats of the per-sequence shares of da and dd.
 EJK_HD constexpr i64 ssm2_share_floats(i64 batch, i64 heads) { return batch * heads * 2; }
 
-// CUDA backward: the accumulators [db: Bt S G N][dc: Bt S G N][ddt: Bt S H][da: H][dd: H].
-EJK_HD constexpr i64 ssm2_cuda_acc_floats(i64 batch, i64 seqlen, i64 heads, i64 groups, i64 n) {
-  return batch * seqlen * (2 * groups * n + heads) + 2 * heads;
+// CUDA backward: the accumulators [db: packs S G N][dc: packs S G N][ddt: packs S H][da: H][dd: H]
+// (packs: ssm1_packs, Bt dense and 1 packed).
+EJK_HD constexpr i64 ssm2_cuda_acc_floats(i64 packs, i64 seqlen, i64 heads, i64 groups, i64 n) {
+  return packs * seqlen * (2 * groups * n + heads) + 2 * heads;
 }
 // CUDA backward workspace: per (sequence, head, head dim) the checkpoints and C chunk states,
 // [slot][j][unit].
 EJK_HD constexpr i64 ssm2_cuda_work_floats(i64 batch, i64 heads, i64 hdim, i64 n, i64 chunks_cap, i64 chunk) {
   return (chunks_cap + chunk) * n * batch * heads * hdim;
 }
+// CUDA varlen backward: the same array, its first chunks_cap slots (ssm1_cuda_varlen_chunks_cap)
+// holding the checkpoints by token position as Mamba-1's, [slot][j][head, head dim].
 
 }  // namespace ejk

@@ -54,7 +54,8 @@ EJK_HD void ssm1_fwd_task(const Ssm1Params& p, i64 s, i64 tile) {
   for (i64 c = 0; c < nc; ++c)
     for (int j = 0; j < N; ++j) h[c * N + j] = p.h0 != nullptr ? p.h0[(s * p.dim + c0 + c) * N + j] : 0.0f;
   Ssm1Row<Cfg> row;
-  for (i64 i = 0; i < p.seqlen; ++i) {
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
+  for (i64 i = sp.begin; i < sp.end; ++i) {
     row.load(p, s, i);
     for (i64 c = 0; c < nc; ++c) {
       const i64 ch = c0 + c;
@@ -137,13 +138,16 @@ template <class Cfg> EJK_HD void ssm1_bwd_task(const Ssm1Params& p, i64 s) {
   // The running state lives in the chunk states' first slot until the backward sweep.
   float* run = states;
   for (i64 e = 0; e < state; ++e) run[e] = p.h0 != nullptr ? p.h0[s * state + e] : 0.0f;
-  for (i64 i = 0; i < p.seqlen; ++i) {
-    if (i % p.chunk == 0) __builtin_memcpy(ckpt + i / p.chunk * state, run, sizeof(float) * state);
+  // Checkpoints and chunks count from the sequence's first token.
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
+  for (i64 i = sp.begin; i < sp.end; ++i) {
+    const i64 step = i - sp.begin;
+    if (step % p.chunk == 0) __builtin_memcpy(ckpt + step / p.chunk * state, run, sizeof(float) * state);
     ssm1_step_all<Cfg>(run, run, p, s, i);
   }
   for (i64 e = 0; e < state; ++e) dh[e] = p.dht != nullptr ? p.dht[s * state + e] : 0.0f;
-  for (i64 k = ceil_div(p.seqlen, p.chunk) - 1; k >= 0; --k) {
-    const i64 n0 = k * p.chunk, n1 = min_of(p.seqlen, n0 + p.chunk);
+  for (i64 k = ceil_div(sp.end - sp.begin, p.chunk) - 1; k >= 0; --k) {
+    const i64 n0 = sp.begin + k * p.chunk, n1 = min_of(sp.end, n0 + p.chunk);
     const float* start = ckpt + k * state;
     for (i64 i = n0; i < n1; ++i) ssm1_step_all<Cfg>(states + (i - n0) * state, i == n0 ? start : states + (i - n0 - 1) * state, p, s, i);
     for (i64 i = n1 - 1; i >= n0; --i)

@@ -29,10 +29,11 @@ template <class Cfg> EJK_HD void ssm2_fwd_task(const Ssm2Params& p, i64 s, i64 h
   constexpr ElemKind E = Cfg::kElem;
   const i64 g = ssm2_group(p, h), unit = (s * p.heads + h) * p.hdim;
   const float A = p.A[h], D = p.D[h];
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
   for (i64 q = 0; q < p.hdim; ++q) {
     float st[N];
     for (int j = 0; j < N; ++j) st[j] = p.h0 != nullptr ? p.h0[(unit + q) * N + j] : 0.0f;
-    for (i64 i = 0; i < p.seqlen; ++i) {
+    for (i64 i = sp.begin; i < sp.end; ++i) {
       const float dt = ssm2_read<E>(p.dt, s, i, h, 0), x = ssm2_read<E>(p.x, s, i, h, q);
       const float e = exp_approx<float>(A * dt), dtx = dt * x;
       float y = D * x;
@@ -110,13 +111,16 @@ template <class Cfg> EJK_HD void ssm2_bwd_task(const Ssm2Params& p, i64 s) {
   for (i64 e = 0; e < 2 * p.heads; ++e) share[e] = 0;
   float* run = states;  // the running state lives in the chunk states' first slot until the sweep
   for (i64 e = 0; e < state; ++e) run[e] = p.h0 != nullptr ? p.h0[s * state + e] : 0.0f;
-  for (i64 i = 0; i < p.seqlen; ++i) {
-    if (i % p.chunk == 0) __builtin_memcpy(ckpt + i / p.chunk * state, run, sizeof(float) * state);
+  // Checkpoints and chunks count from the sequence's first token.
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
+  for (i64 i = sp.begin; i < sp.end; ++i) {
+    const i64 step = i - sp.begin;
+    if (step % p.chunk == 0) __builtin_memcpy(ckpt + step / p.chunk * state, run, sizeof(float) * state);
     ssm2_step_all<Cfg>(run, run, p, s, i);
   }
   for (i64 e = 0; e < state; ++e) dh[e] = p.dht != nullptr ? p.dht[s * state + e] : 0.0f;
-  for (i64 k = ceil_div(p.seqlen, p.chunk) - 1; k >= 0; --k) {
-    const i64 n0 = k * p.chunk, n1 = min_of(p.seqlen, n0 + p.chunk);
+  for (i64 k = ceil_div(sp.end - sp.begin, p.chunk) - 1; k >= 0; --k) {
+    const i64 n0 = sp.begin + k * p.chunk, n1 = min_of(sp.end, n0 + p.chunk);
     const float* start = ckpt + k * state;
     for (i64 i = n0; i < n1; ++i) ssm2_step_all<Cfg>(states + (i - n0) * state, i == n0 ? start : states + (i - n0 - 1) * state, p, s, i);
     for (i64 i = n1 - 1; i >= n0; --i)

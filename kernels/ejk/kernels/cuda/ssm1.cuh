@@ -10,6 +10,8 @@
 // carried back. dB and dC of a token sum over the block's channels (warp shuffles, then shared
 // memory) into f32 partials per tile; dA and dD accumulate in registers into a share per
 // sequence. Phase 1 adds the partials in tile order and the shares in sequence order.
+// Varlen: a block walks its sequence's span of the packed tokens; the checkpoints are placed by
+// token position (common/ssm1_params.h, ssm1_cuda_slots), the partials by packed token.
 #pragma once
 #include "ejk/kernels/common/ssm1_params.h"
 #include "ejk/kernels/cuda/ptx.cuh"
@@ -80,8 +82,9 @@ template <class Cfg> __device__ void ssm1_fwd(const Ssm1Params& p) {
   ssm1_load_row<Cfg>(h, p.h0 != nullptr ? p.h0 + state : nullptr, u, N);
   ssm1_load_row<Cfg>(A, p.A, u, N);
   const float D = u.active ? p.D[u.ch] : 0.0f;
-  for (i64 i0 = 0; i0 < p.seqlen; i0 += kSsm1Stage) {
-    const int count = int(min_of((i64)kSsm1Stage, p.seqlen - i0));
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
+  for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
+    const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
     __syncthreads();
     ssm1_stage<Cfg>(p, sm, u.s, i0, count);
     __syncthreads();
@@ -111,23 +114,35 @@ __device__ __forceinline__ float ssm1_warp_sum(float x) {
   return x;
 }
 
-// The workspace slot of (slot, j) of this thread's unit: checkpoints first, then chunk states.
-__device__ __forceinline__ float* ssm1_slot(const Ssm1Params& p, const Ssm1Unit& u, i64 slot, int j) {
-  const i64 units = p.batch * p.dim;
-  return p.work + (slot * p.nstate + j) * units + u.s * p.dim + u.ch;
+// The workspace, [slot][j][unit]: chunk state c of this thread's unit is slot chunks_cap + c.
+// Dense, checkpoint k is slot k; varlen, the first chunks_cap slots hold the checkpoints by
+// token position, [slot][j][channel] (common/ssm1_params.h), the sequence's k-th at first + k
+// (first = begin / C + s). Addresses come from the params each time, not per-thread pointers
+// (registers).
+__device__ __forceinline__ float* ssm1_slot(const Ssm1Params& p, const Ssm1Unit& u, i64 slot) {
+  return p.work + slot * p.nstate * p.batch * p.dim + u.s * p.dim + u.ch;
+}
+__device__ __forceinline__ float* ssm1_ckpt(const Ssm1Params& p, const Ssm1Unit& u, i64 first, i64 k) {
+  if (p.cu_seqlens == nullptr) return ssm1_slot(p, u, k);
+  return p.work + (first + k) * p.nstate * p.dim + u.ch;
+}
+__device__ __forceinline__ i64 ssm1_ckpt_stride(const Ssm1Params& p) {
+  return (p.cu_seqlens == nullptr ? p.batch : 1) * p.dim;
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm1_store_slot(const Ssm1Params& p, const Ssm1Unit& u, i64 slot, const float (&h)[Cfg::kN]) {
+__device__ __forceinline__ void ssm1_store_slot(float* base, i64 stride, const Ssm1Unit& u,
+                                                const float (&h)[Cfg::kN]) {
   if (!u.active) return;
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) *ssm1_slot(p, u, slot, j) = h[j];
+  for (int j = 0; j < Cfg::kN; ++j) base[j * stride] = h[j];
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm1_load_slot(const Ssm1Params& p, const Ssm1Unit& u, i64 slot, float (&h)[Cfg::kN]) {
+__device__ __forceinline__ void ssm1_load_slot(const float* base, i64 stride, const Ssm1Unit& u,
+                                               float (&h)[Cfg::kN]) {
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) h[j] = u.active ? *ssm1_slot(p, u, slot, j) : 0.0f;
+  for (int j = 0; j < Cfg::kN; ++j) h[j] = u.active ? base[j * stride] : 0.0f;
 }
 
 // Block sums of this token's dB and dC contributions into the tile's partial row.
@@ -146,7 +161,8 @@ __device__ __forceinline__ void ssm1_block_sum(const Ssm1Params& p, Ssm1Smem<Cfg
     float acc = 0.0f;
 #pragma unroll
     for (int w = 0; w < kSsm1Threads / 32; ++w) acc += sm.red[w][r];
-    p.partial[((u.tile * p.batch + u.s) * p.seqlen + i) * 2 * N + r] = acc;
+    const i64 rows = ssm1_packs(p.cu_seqlens, p.batch) * p.seqlen;
+    p.partial[(u.tile * rows + ssm1_row(p.cu_seqlens, p.seqlen, u.s, i)) * 2 * N + r] = acc;
   }
   __syncthreads();
 }
@@ -161,15 +177,18 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
   ssm1_load_row<Cfg>(h, p.h0 != nullptr ? p.h0 + state : nullptr, u, N);
   ssm1_load_row<Cfg>(A, p.A, u, N);
   const float D = u.active ? p.D[u.ch] : 0.0f;
-  // The forward pass: checkpoints before tokens 0, C, 2C, ...
-  for (i64 i0 = 0; i0 < p.seqlen; i0 += kSsm1Stage) {
-    const int count = int(min_of((i64)kSsm1Stage, p.seqlen - i0));
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
+  const i64 first = sp.begin / p.chunk + u.s, units = p.batch * p.dim;
+  // The forward pass: checkpoints before the sequence's tokens 0, C, 2C, ...
+  for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
+    const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
     __syncthreads();
     ssm1_stage<Cfg>(p, sm, u.s, i0, count);
     __syncthreads();
     for (int t = 0; t < count && u.active; ++t) {
       const i64 i = i0 + t;
-      if (i % p.chunk == 0) ssm1_store_slot<Cfg>(p, u, i / p.chunk, h);
+      if ((i - sp.begin) % p.chunk == 0)
+        ssm1_store_slot<Cfg>(ssm1_ckpt(p, u, first, (i - sp.begin) / p.chunk), ssm1_ckpt_stride(p), u, h);
       ssm1_step<Cfg>(h, A, sm.b[t], ssm1_read<E>(p.x, u.s, i, u.ch), ssm1_read<E>(p.dt, u.s, i, u.ch));
     }
   }
@@ -177,10 +196,10 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
   ssm1_load_row<Cfg>(dh, p.dht != nullptr ? p.dht + state : nullptr, u, N);
 #pragma unroll
   for (int j = 0; j < N; ++j) dA[j] = 0.0f;
-  for (i64 k = ceil_div(p.seqlen, p.chunk) - 1; k >= 0; --k) {
-    const i64 n0 = k * p.chunk, n1 = min_of(p.seqlen, n0 + p.chunk);
-    // Recompute the chunk's states after each token into slots chunks_cap + (i - n0).
-    ssm1_load_slot<Cfg>(p, u, k, h);
+  for (i64 k = ceil_div(sp.end - sp.begin, p.chunk) - 1; k >= 0; --k) {
+    const i64 n0 = sp.begin + k * p.chunk, n1 = min_of(sp.end, n0 + p.chunk);
+    // Recompute the chunk's states after each token into chunk slots i - n0.
+    ssm1_load_slot<Cfg>(ssm1_ckpt(p, u, first, k), ssm1_ckpt_stride(p), u, h);
     for (i64 i0 = n0; i0 < n1; i0 += kSsm1Stage) {
       const int count = int(min_of((i64)kSsm1Stage, n1 - i0));
       __syncthreads();
@@ -189,7 +208,7 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
       for (int t = 0; t < count && u.active; ++t) {
         const i64 i = i0 + t;
         ssm1_step<Cfg>(h, A, sm.b[t], ssm1_read<E>(p.x, u.s, i, u.ch), ssm1_read<E>(p.dt, u.s, i, u.ch));
-        ssm1_store_slot<Cfg>(p, u, p.chunks_cap + (i - n0), h);
+        ssm1_store_slot<Cfg>(ssm1_slot(p, u, p.chunks_cap + (i - n0)), units, u, h);
       }
     }
     // Walk back through the chunk, kSsm1Stage tokens staged at a time.
@@ -202,8 +221,10 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
         const float* b = sm.b[i - lo];
         const float* c = sm.c[i - lo];
         float cur[N], prev[N], db[N], dc[N];
-        ssm1_load_slot<Cfg>(p, u, p.chunks_cap + (i - n0), cur);
-        ssm1_load_slot<Cfg>(p, u, i == n0 ? k : p.chunks_cap + (i - n0 - 1), prev);
+        ssm1_load_slot<Cfg>(ssm1_slot(p, u, p.chunks_cap + (i - n0)), units, u, cur);
+        const bool at_ckpt = i == n0;  // the state before the chunk's first token is its checkpoint
+        ssm1_load_slot<Cfg>(at_ckpt ? ssm1_ckpt(p, u, first, k) : ssm1_slot(p, u, p.chunks_cap + (i - n0 - 1)),
+                            at_ckpt ? ssm1_ckpt_stride(p) : units, u, prev);
         float x = 0.0f, dt = 0.0f, dout = 0.0f;
         if (u.active)
           x = ssm1_read<E>(p.x, u.s, i, u.ch), dt = ssm1_read<E>(p.dt, u.s, i, u.ch), dout = ssm1_read<E>(p.d_y, u.s, i, u.ch);
@@ -240,7 +261,8 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
   if (p.dh0 != nullptr)
 #pragma unroll
     for (int j = 0; j < N; ++j) p.dh0[state + u.ch * N + j] = dh[j];
-  float* share = p.partial + ssm1_cuda_bc_floats(p.tiles, p.batch, p.seqlen, N) + u.s * p.dim * (N + 1);
+  const i64 packs = ssm1_packs(p.cu_seqlens, p.batch);
+  float* share = p.partial + ssm1_cuda_bc_floats(p.tiles, packs, p.seqlen, N) + u.s * p.dim * (N + 1);
 #pragma unroll
   for (int j = 0; j < N; ++j) share[u.ch * N + j] = dA[j];
   share[p.dim * N + u.ch] = dD;
@@ -251,7 +273,9 @@ template <class Cfg> __device__ void ssm1_bwd_sweep(const Ssm1Params& p) {
 template <class Cfg> __device__ void ssm1_bwd_sum(const Ssm1Params& p) {
   constexpr int N = Cfg::kN;
   const i64 e = i64(blockIdx.x) * kSsm1Threads + threadIdx.x;
-  const i64 rows = p.batch * p.seqlen * 2 * N, per = p.dim * (N + 1);
+  // Varlen: one pack of seqlen tokens, s = 0 (the token tensors' sb is 0).
+  const i64 packs = ssm1_packs(p.cu_seqlens, p.batch);
+  const i64 rows = packs * p.seqlen * 2 * N, per = p.dim * (N + 1);
   if (e < rows) {
     float acc = 0.0f;
     for (i64 t = 0; t < p.tiles; ++t) acc += p.partial[t * rows + e];
@@ -262,7 +286,7 @@ template <class Cfg> __device__ void ssm1_bwd_sum(const Ssm1Params& p) {
   }
   const i64 f = e - rows;
   if (f >= per) return;
-  const float* shares = p.partial + ssm1_cuda_bc_floats(p.tiles, p.batch, p.seqlen, N);
+  const float* shares = p.partial + ssm1_cuda_bc_floats(p.tiles, packs, p.seqlen, N);
   float acc = 0.0f;
   for (i64 s = 0; s < p.batch; ++s) acc += shares[s * per + f];
   if (f < p.dim * N) {

@@ -10,6 +10,8 @@
 // states and carries dh back. Per token the block sums db, dc (N each) and ddt over its head
 // dims (warp shuffles, then shared memory) and adds them to the accumulators atomically, as it
 // does da and dd at the end; phase 2 writes the accumulators in the outputs' dtypes.
+// Varlen: a block walks its sequence's span of the packed tokens; the checkpoints are placed by
+// token position (common/ssm2_params.h), the accumulators by packed token.
 #pragma once
 #include "ejk/kernels/common/ssm2_params.h"
 #include "ejk/kernels/cuda/ptx.cuh"
@@ -77,8 +79,9 @@ template <class Cfg> __device__ void ssm2_fwd(const Ssm2Params& p) {
   float st[N];
   ssm2_load_row<Cfg>(st, p.h0, p, u);
   const float A = p.A[u.h], D = p.D[u.h];
-  for (i64 i0 = 0; i0 < p.seqlen; i0 += kSsm1Stage) {
-    const int count = int(min_of((i64)kSsm1Stage, p.seqlen - i0));
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
+  for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
+    const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
     __syncthreads();
     ssm2_stage<Cfg>(p, sm, u, i0, count);
     __syncthreads();
@@ -106,22 +109,36 @@ __device__ __forceinline__ float ssm2_warp_sum(float x) {
   return x;
 }
 
-__device__ __forceinline__ float* ssm2_slot(const Ssm2Params& p, const Ssm2Unit& u, i64 slot, int j) {
+// The workspace, [slot][j][unit]: chunk state c of this thread's unit is slot chunks_cap + c.
+// Dense, checkpoint k is slot k; varlen, the first chunks_cap slots hold the checkpoints by
+// token position, [slot][j][head, head dim] (common/ssm2_params.h), the sequence's k-th at
+// first + k (first = begin / C + s). Addresses come from the params each time: per-thread
+// pointers would cost registers in a sweep that already spills at N = 128.
+__device__ __forceinline__ float* ssm2_slot(const Ssm2Params& p, const Ssm2Unit& u, i64 slot) {
   const i64 units = p.batch * p.heads * p.hdim;
-  return p.work + (slot * p.nstate + j) * units + (u.s * p.heads + u.h) * p.hdim + u.q;
+  return p.work + slot * p.nstate * units + (u.s * p.heads + u.h) * p.hdim + u.q;
+}
+__device__ __forceinline__ float* ssm2_ckpt(const Ssm2Params& p, const Ssm2Unit& u, i64 first, i64 k) {
+  if (p.cu_seqlens == nullptr) return ssm2_slot(p, u, k);
+  return p.work + (first + k) * p.nstate * p.heads * p.hdim + u.h * p.hdim + u.q;
+}
+__device__ __forceinline__ i64 ssm2_ckpt_stride(const Ssm2Params& p) {
+  return (p.cu_seqlens == nullptr ? p.batch : 1) * p.heads * p.hdim;
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm2_store_slot(const Ssm2Params& p, const Ssm2Unit& u, i64 slot, const float (&st)[Cfg::kN]) {
+__device__ __forceinline__ void ssm2_store_slot(float* base, i64 stride, const Ssm2Unit& u,
+                                                const float (&st)[Cfg::kN]) {
   if (!u.active) return;
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) *ssm2_slot(p, u, slot, j) = st[j];
+  for (int j = 0; j < Cfg::kN; ++j) base[j * stride] = st[j];
 }
 
 template <class Cfg>
-__device__ __forceinline__ void ssm2_load_slot(const Ssm2Params& p, const Ssm2Unit& u, i64 slot, float (&st)[Cfg::kN]) {
+__device__ __forceinline__ void ssm2_load_slot(const float* base, i64 stride, const Ssm2Unit& u,
+                                               float (&st)[Cfg::kN]) {
 #pragma unroll
-  for (int j = 0; j < Cfg::kN; ++j) st[j] = u.active ? *ssm2_slot(p, u, slot, j) : 0.0f;
+  for (int j = 0; j < Cfg::kN; ++j) st[j] = u.active ? base[j * stride] : 0.0f;
 }
 
 // The accumulators' parts (ssm2_cuda_acc_floats).
@@ -129,7 +146,8 @@ struct Ssm2Acc {
   float *db, *dc, *ddt, *da, *dd;
 };
 __device__ __forceinline__ Ssm2Acc ssm2_acc(const Ssm2Params& p) {
-  const i64 bc = p.batch * p.seqlen * p.groups * p.nstate, tokens = p.batch * p.seqlen * p.heads;
+  const i64 rows = ssm1_packs(p.cu_seqlens, p.batch) * p.seqlen;
+  const i64 bc = rows * p.groups * p.nstate, tokens = rows * p.heads;
   float* base = p.partial;
   return {base, base + bc, base + 2 * bc, base + 2 * bc + tokens, base + 2 * bc + tokens + p.heads};
 }
@@ -161,23 +179,26 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
   float st[N];
   ssm2_load_row<Cfg>(st, p.h0, p, u);
   const float A = p.A[u.h], D = p.D[u.h];
-  for (i64 i0 = 0; i0 < p.seqlen; i0 += kSsm1Stage) {
-    const int count = int(min_of((i64)kSsm1Stage, p.seqlen - i0));
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
+  const i64 first = sp.begin / p.chunk + u.s, units = p.batch * p.heads * p.hdim;
+  for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
+    const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
     __syncthreads();
     ssm2_stage<Cfg>(p, sm, u, i0, count);
     __syncthreads();
     for (int t = 0; t < count && u.active; ++t) {
       const i64 i = i0 + t;
-      if (i % p.chunk == 0) ssm2_store_slot<Cfg>(p, u, i / p.chunk, st);
+      if ((i - sp.begin) % p.chunk == 0)
+        ssm2_store_slot<Cfg>(ssm2_ckpt(p, u, first, (i - sp.begin) / p.chunk), ssm2_ckpt_stride(p), u, st);
       const float dt = sm.dt[t];
       ssm2_step<Cfg>(st, sm.b[t], expf(A * dt), dt * ssm2_read<E>(p.x, u.s, i, u.h, u.q));
     }
   }
   float dh[N], da = 0.0f, dd = 0.0f;
   ssm2_load_row<Cfg>(dh, p.dht, p, u);
-  for (i64 k = ceil_div(p.seqlen, p.chunk) - 1; k >= 0; --k) {
-    const i64 n0 = k * p.chunk, n1 = min_of(p.seqlen, n0 + p.chunk);
-    ssm2_load_slot<Cfg>(p, u, k, st);
+  for (i64 k = ceil_div(sp.end - sp.begin, p.chunk) - 1; k >= 0; --k) {
+    const i64 n0 = sp.begin + k * p.chunk, n1 = min_of(sp.end, n0 + p.chunk);
+    ssm2_load_slot<Cfg>(ssm2_ckpt(p, u, first, k), ssm2_ckpt_stride(p), u, st);
     for (i64 i0 = n0; i0 < n1; i0 += kSsm1Stage) {
       const int count = int(min_of((i64)kSsm1Stage, n1 - i0));
       __syncthreads();
@@ -187,7 +208,7 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
         const i64 i = i0 + t;
         const float dt = sm.dt[t];
         ssm2_step<Cfg>(st, sm.b[t], expf(A * dt), dt * ssm2_read<E>(p.x, u.s, i, u.h, u.q));
-        ssm2_store_slot<Cfg>(p, u, p.chunks_cap + (i - n0), st);
+        ssm2_store_slot<Cfg>(ssm2_slot(p, u, p.chunks_cap + (i - n0)), units, u, st);
       }
     }
     for (i64 hi = n1; hi > n0;) {
@@ -200,8 +221,10 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
         const float* c = sm.c[i - lo];
         const float dt = sm.dt[i - lo], e = expf(A * dt);
         float cur[N], prev[N], v[2 * N + 1];
-        ssm2_load_slot<Cfg>(p, u, p.chunks_cap + (i - n0), cur);
-        ssm2_load_slot<Cfg>(p, u, i == n0 ? k : p.chunks_cap + (i - n0 - 1), prev);
+        ssm2_load_slot<Cfg>(ssm2_slot(p, u, p.chunks_cap + (i - n0)), units, u, cur);
+        const bool at_ckpt = i == n0;  // the state before the chunk's first token is its checkpoint
+        ssm2_load_slot<Cfg>(at_ckpt ? ssm2_ckpt(p, u, first, k) : ssm2_slot(p, u, p.chunks_cap + (i - n0 - 1)),
+                            at_ckpt ? ssm2_ckpt_stride(p) : units, u, prev);
         const float x = u.active ? ssm2_read<E>(p.x, u.s, i, u.h, u.q) : 0.0f;
         const float dy = u.active ? ssm2_read<E>(p.d_y, u.s, i, u.h, u.q) : 0.0f;
         dd += dy * x;
@@ -219,10 +242,11 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
         v[2 * N] = ddt;
         if (u.active) ssm2_write<E>(p.dx, u.s, i, u.h, u.q, dx);
         float* dst[2 * N + 1];
-        const i64 row = ((u.s * p.seqlen + i) * p.groups + u.g) * N;
+        const i64 token = ssm1_row(p.cu_seqlens, p.seqlen, u.s, i);
+        const i64 row = (token * p.groups + u.g) * N;
 #pragma unroll
         for (int j = 0; j < N; ++j) dst[j] = acc.db + row + j, dst[N + j] = acc.dc + row + j;
-        dst[2 * N] = acc.ddt + (u.s * p.seqlen + i) * p.heads + u.h;
+        dst[2 * N] = acc.ddt + token * p.heads + u.h;
         ssm2_block_add<Cfg>(sm, v, 2 * N + 1, dst);
       }
       hi = lo;
@@ -241,14 +265,16 @@ template <class Cfg> __device__ void ssm2_bwd_sweep(const Ssm2Params& p) {
 // Phase 0 (zero) and phase 2 (write out): a thread per accumulator.
 template <class Cfg> __device__ void ssm2_bwd_elementwise(const Ssm2Params& p) {
   const i64 e = i64(blockIdx.x) * kSsm1Threads + threadIdx.x;
-  const i64 total = ssm2_cuda_acc_floats(p.batch, p.seqlen, p.heads, p.groups, p.nstate);
+  // Varlen: one pack of seqlen tokens, s = 0 (the token tensors' sb is 0).
+  const i64 packs = ssm1_packs(p.cu_seqlens, p.batch);
+  const i64 total = ssm2_cuda_acc_floats(packs, p.seqlen, p.heads, p.groups, p.nstate);
   if (e >= total) return;
   if (p.phase == 0) {
     p.partial[e] = 0.0f;
     return;
   }
   const float v = p.partial[e];
-  const i64 gn = p.groups * p.nstate, bc = p.batch * p.seqlen * gn, tokens = p.batch * p.seqlen * p.heads;
+  const i64 gn = p.groups * p.nstate, bc = packs * p.seqlen * gn, tokens = packs * p.seqlen * p.heads;
   if (e < 2 * bc) {
     const i64 f = e % bc, token = f / gn, r = f % gn, s = token / p.seqlen, i = token % p.seqlen;
     ssm2_write<Cfg::E>(e < bc ? p.dB : p.dC, s, i, r / p.nstate, r % p.nstate, v);

@@ -26,10 +26,19 @@ Ssm1Launch plan_launch(const Ssm1Op& op, const engine::Bound& b) {
   p.tiles = ceil_div<int64_t>(p.dim, kSsm1Threads);
   l.blocks = p.batch * p.tiles;
   if (!op.backward) return l;
-  p.chunk = ssm1_chunk(p.seqlen);
-  p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  const int64_t packs = ssm1_packs(p.cu_seqlens, p.batch);
+  if (p.cu_seqlens == nullptr) {
+    p.chunk = ssm1_chunk(p.seqlen);
+    p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  } else {
+    // The device's cu_seqlens is never read back: checkpoints by token position cost
+    // S / C + Bt slots per channel, chunk states C per unit, so C near the square root of
+    // the mean length balances them (common/ssm1_params.h).
+    p.chunk = ssm1_chunk(ceil_div<int64_t>(p.seqlen, std::max<int64_t>(p.batch, 1)));
+    p.chunks_cap = ssm1_cuda_varlen_chunks_cap(p.seqlen, p.batch, p.chunk);
+  }
   l.work_bytes = size_t(ssm1_cuda_work_floats(p.batch, p.dim, p.nstate, p.chunks_cap, p.chunk)) * sizeof(float);
-  l.partial_bytes = size_t(ssm1_cuda_bc_floats(p.tiles, p.batch, p.seqlen, p.nstate) +
+  l.partial_bytes = size_t(ssm1_cuda_bc_floats(p.tiles, packs, p.seqlen, p.nstate) +
                            ssm1_share_floats(p.batch, p.dim, p.nstate)) * sizeof(float);
   return l;
 }
@@ -54,7 +63,8 @@ void Ssm1Op::cuda_launch(const engine::Bound& b, const engine::PlanData&, engine
   l.p.partial = l.p.work + l.work_bytes / sizeof(float);
   // With no sequences the sweep writes no shares, and the sums must still come out zero.
   if (l.blocks > 0) lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kSsm1Threads, 0, args);
-  const int64_t elems = l.p.batch * l.p.seqlen * 2 * l.p.nstate + l.p.dim * (l.p.nstate + 1);
+  const int64_t elems =
+      ssm1_packs(l.p.cu_seqlens, l.p.batch) * l.p.seqlen * 2 * l.p.nstate + l.p.dim * (l.p.nstate + 1);
   if (elems == 0) return;
   l.p.phase = 1;
   lc.launch(0, engine::Grid{unsigned(ceil_div<int64_t>(elems, kSsm1Threads)), 1, 1}, kSsm1Threads, 0, args);

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <new>
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/metadata.h"
 #include "ops/state_space_v1/ssm1_reference.h"
 
 namespace ejk::ops {
@@ -16,7 +18,7 @@ namespace ejk::ops {
 Ssm1Op::Ssm1Op(std::string_view kernel_op, bool backward)
     : OpDef(kernel_op), backward(backward), x(tensor("x")), A(tensor("a")), B(tensor("b")), C(tensor("c")),
       D(tensor("d")), dt(tensor("dt")), gate(tensor("gate")), initial_state(tensor("initial_state")),
-      y(backward ? -1 : tensor("y")), final_state(backward ? -1 : tensor("final_state")),
+      cu_seqlens(tensor("cu_seqlens")), y(backward ? -1 : tensor("y")), final_state(backward ? -1 : tensor("final_state")),
       d_y(backward ? tensor("d_y") : -1), d_final_state(backward ? tensor("d_final_state") : -1),
       dx(backward ? tensor("dx") : -1), dA(backward ? tensor("da") : -1), dB(backward ? tensor("db") : -1),
       dC(backward ? tensor("dc") : -1), dD(backward ? tensor("dd") : -1), ddt(backward ? tensor("ddt") : -1),
@@ -26,6 +28,17 @@ Ssm1Op::Ssm1Op(std::string_view kernel_op, bool backward)
 void Ssm1Op::check(const engine::Bound& b) const {
   if (b.size(sym_N) < 1)
     throw InvalidArgument(fmt::format("{}: A: its last dim (N, the state size) must be at least 1, got 0", name()));
+  if (b.mode < 0) return;
+  if (b.size(sym_S) > INT32_MAX)
+    throw InvalidArgument(fmt::format("{}: x: {} packed tokens do not fit cu_seqlens' i32 entries", name(), b.size(sym_S)));
+  // Host metadata is checked here; a device's is only read by the kernels (clamped).
+  if (b.tensor(cu_seqlens).device.kind == DeviceKind::cpu && !b.args->shapes_only)
+    engine::check_offsets(name(), "cu_seqlens", b.tensor(cu_seqlens), b.size(sym_S));
+}
+
+int64_t Ssm1Op::longest(const engine::Bound& b) const {
+  if (b.mode < 0) return b.size(sym_S);
+  return engine::check_offsets(name(), "cu_seqlens", b.tensor(cu_seqlens), b.size(sym_S));
 }
 
 Ssm1Params Ssm1Op::params(const engine::Bound& b) const {
@@ -33,12 +46,13 @@ Ssm1Params Ssm1Op::params(const engine::Bound& b) const {
   auto tokens = [&](int t) {
     Ssm1Tokens v{};
     if (t < 0 || !b.has(t)) return v;
-    v.data = b.data(t), v.sb = b.stride(t, 0), v.ss = b.stride(t, 1);
+    v.data = b.data(t), v.sb = b.mode >= 0 ? 0 : b.stride(t, 0), v.ss = b.stride(t, 1);
     return v;
   };
   auto floats = [&](int t) { return t < 0 ? nullptr : static_cast<float*>(b.data(t)); };
   p.x = tokens(x), p.dt = tokens(dt), p.B = tokens(B), p.C = tokens(C), p.gate = tokens(gate);
   p.A = floats(A), p.D = floats(D), p.h0 = floats(initial_state);
+  if (b.mode >= 0) p.cu_seqlens = static_cast<const i32*>(b.data(cu_seqlens));
   p.batch = b.size(sym_B), p.seqlen = b.size(sym_S), p.dim = b.size(sym_D), p.nstate = b.size(sym_N);
   if (backward) {
     p.d_y = tokens(d_y), p.dx = tokens(dx), p.ddt = tokens(ddt), p.dB = tokens(dB), p.dC = tokens(dC);
@@ -68,8 +82,9 @@ engine::CpuWork Ssm1Op::cpu_prepare(const engine::Bound& b, const engine::PlanDa
   }
   // One task per sequence, each with a workspace of its own (the calling thread's buffer,
   // reused by its next call; it waits for the tasks), then the shares and the counter.
-  p.chunk = ssm1_chunk(p.seqlen);
-  p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  const int64_t span = longest(b);
+  p.chunk = ssm1_chunk(span);
+  p.chunks_cap = ceil_div<int64_t>(span, p.chunk);
   thread_local std::vector<float> work;
   const size_t tasks = size_t(p.batch * ssm1_cpu_task_floats(p.dim, p.nstate, p.chunks_cap, p.chunk));
   const size_t need = tasks + size_t(ssm1_share_floats(p.batch, p.dim, p.nstate)) + 1;

@@ -19,11 +19,13 @@ class Ssm1Op final : public engine::OpDef {
 
   // Every field but the work split and the workspace.
   Ssm1Params params(const engine::Bound& b) const;
+  // Tokens of the longest sequence: S dense; varlen, from the host's cu_seqlens (checked).
+  int64_t longest(const engine::Bound& b) const;
 
   const bool backward;
   // Spec indices, resolved once; the backward's own are -1 in the forward and the forward's
   // outputs -1 in the backward.
-  const int x, A, B, C, D, dt, gate, initial_state;
+  const int x, A, B, C, D, dt, gate, initial_state, cu_seqlens;
   const int y, final_state;
   const int d_y, d_final_state, dx, dA, dB, dC, dD, ddt, dgate, d_initial_state;
   const int sym_B, sym_S, sym_D, sym_N;

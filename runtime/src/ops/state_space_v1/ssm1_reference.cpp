@@ -27,8 +27,11 @@ double read_elem(const Ssm1Tokens& t, int64_t s, int64_t i, int64_t c, DType dty
 double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
 
 void run_sequence(const Ssm1Params& p, DType dtype, int64_t s, const Ssm1RefOut& out) {
-  const int64_t S = p.seqlen, Dm = p.dim, N = p.nstate, state = Dm * N;
-  auto rd = [&](const Ssm1Tokens& t, int64_t i, int64_t c) { return read_elem(t, s, i, c, dtype); };
+  const int64_t Dm = p.dim, N = p.nstate, state = Dm * N;
+  // Token n of the sequence is packed token first + n, in row (its index in a contiguous output).
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
+  const int64_t S = sp.end - sp.begin, first = sp.begin, row0 = ssm1_row(p.cu_seqlens, p.seqlen, s, first);
+  auto rd = [&](const Ssm1Tokens& t, int64_t i, int64_t c) { return read_elem(t, s, first + i, c, dtype); };
   // states[i] is h before token i; states[S] the final one.
   std::vector<double> states(size_t((S + 1) * state));
   for (int64_t e = 0; e < state; ++e) states[size_t(e)] = p.h0 ? p.h0[s * state + e] : 0.0;
@@ -46,7 +49,7 @@ void run_sequence(const Ssm1Params& p, DType dtype, int64_t s, const Ssm1RefOut&
         const double g = rd(p.gate, i, c);
         y *= g * sigmoid(g);
       }
-      if (out.y) out.y[(s * S + i) * Dm + c] = y;
+      if (out.y) out.y[(row0 + i) * Dm + c] = y;
     }
   }
   if (out.ht) for (int64_t e = 0; e < state; ++e) out.ht[s * state + e] = states[size_t(S * state + e)];
@@ -65,7 +68,7 @@ void run_sequence(const Ssm1Params& p, DType dtype, int64_t s, const Ssm1RefOut&
         for (int64_t j = 0; j < N; ++j) y += h[c * N + j] * rd(p.C, i, j);
         const double g = rd(p.gate, i, c), sig = sigmoid(g);
         gy = dout * g * sig;
-        if (out.dgate) out.dgate[(s * S + i) * Dm + c] = dout * y * ssm1_silu_grad(g, sig);
+        if (out.dgate) out.dgate[(row0 + i) * Dm + c] = dout * y * ssm1_silu_grad(g, sig);
       }
       if (out.dD) out.dD[c] += gy * x;
       double dx = gy * double(p.D[c]), ddt = 0;
@@ -79,12 +82,12 @@ void run_sequence(const Ssm1Params& p, DType dtype, int64_t s, const Ssm1RefOut&
         dB[size_t(j)] += dj * dt * x;
         dh[size_t(c * N + j)] = dj * a;
       }
-      if (out.dx) out.dx[(s * S + i) * Dm + c] = dx;
-      if (out.ddt) out.ddt[(s * S + i) * Dm + c] = ddt;
+      if (out.dx) out.dx[(row0 + i) * Dm + c] = dx;
+      if (out.ddt) out.ddt[(row0 + i) * Dm + c] = ddt;
     }
     for (int64_t j = 0; j < N; ++j) {
-      if (out.dB) out.dB[(s * S + i) * N + j] = dB[size_t(j)];
-      if (out.dC) out.dC[(s * S + i) * N + j] = dC[size_t(j)];
+      if (out.dB) out.dB[(row0 + i) * N + j] = dB[size_t(j)];
+      if (out.dC) out.dC[(row0 + i) * N + j] = dC[size_t(j)];
     }
   }
   if (out.dh0) for (int64_t e = 0; e < state; ++e) out.dh0[s * state + e] = dh[size_t(e)];

@@ -27,10 +27,17 @@ Ssm2Launch plan_launch(const Ssm2Op& op, const engine::Bound& b) {
   p.tiles = ceil_div<int64_t>(p.hdim, kSsm1Threads);
   l.blocks = p.batch * p.heads * p.tiles;
   if (!op.backward) return l;
-  p.chunk = ssm1_chunk(p.seqlen);
-  p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  if (p.cu_seqlens == nullptr) {
+    p.chunk = ssm1_chunk(p.seqlen);
+    p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  } else {
+    // The device's cu_seqlens is never read back: checkpoints by token position, C near the
+    // square root of the mean length (as Mamba-1's plan, ssm1_cuda.cpp).
+    p.chunk = ssm1_chunk(ceil_div<int64_t>(p.seqlen, std::max<int64_t>(p.batch, 1)));
+    p.chunks_cap = ssm1_cuda_varlen_chunks_cap(p.seqlen, p.batch, p.chunk);
+  }
   l.work_bytes = size_t(ssm2_cuda_work_floats(p.batch, p.heads, p.hdim, p.nstate, p.chunks_cap, p.chunk)) * sizeof(float);
-  l.acc = ssm2_cuda_acc_floats(p.batch, p.seqlen, p.heads, p.groups, p.nstate);
+  l.acc = ssm2_cuda_acc_floats(ssm1_packs(p.cu_seqlens, p.batch), p.seqlen, p.heads, p.groups, p.nstate);
   return l;
 }
 

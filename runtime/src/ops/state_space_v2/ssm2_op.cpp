@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <new>
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/metadata.h"
 #include "ops/state_space_v1/ssm1_op.h"
 #include "ops/state_space_v2/ssm2_reference.h"
 
@@ -14,7 +16,8 @@ namespace ejk::ops {
 
 Ssm2Op::Ssm2Op(std::string_view kernel_op, bool backward)
     : OpDef(kernel_op), backward(backward), x(tensor("x")), A(tensor("a")), B(tensor("b")), C(tensor("c")),
-      D(tensor("d")), dt(tensor("dt")), initial_state(tensor("initial_state")), y(backward ? -1 : tensor("y")),
+      D(tensor("d")), dt(tensor("dt")), initial_state(tensor("initial_state")),
+      cu_seqlens(tensor("cu_seqlens")), y(backward ? -1 : tensor("y")),
       final_state(backward ? -1 : tensor("final_state")), d_y(backward ? tensor("d_y") : -1),
       d_final_state(backward ? tensor("d_final_state") : -1), dx(backward ? tensor("dx") : -1),
       dA(backward ? tensor("da") : -1), dB(backward ? tensor("db") : -1), dC(backward ? tensor("dc") : -1),
@@ -28,6 +31,17 @@ void Ssm2Op::check(const engine::Bound& b) const {
   const int64_t h = b.size(sym_H), g = b.size(sym_G);
   if (g < 1 || h % g != 0)
     throw InvalidArgument(fmt::format("{}: b: dim 2 (G, the groups) must divide the heads H = {}, got {}", name(), h, g));
+  if (b.mode < 0) return;
+  if (b.size(sym_S) > INT32_MAX)
+    throw InvalidArgument(fmt::format("{}: x: {} packed tokens do not fit cu_seqlens' i32 entries", name(), b.size(sym_S)));
+  // Host metadata is checked here; a device's is only read by the kernels (clamped).
+  if (b.tensor(cu_seqlens).device.kind == DeviceKind::cpu && !b.args->shapes_only)
+    engine::check_offsets(name(), "cu_seqlens", b.tensor(cu_seqlens), b.size(sym_S));
+}
+
+int64_t Ssm2Op::longest(const engine::Bound& b) const {
+  if (b.mode < 0) return b.size(sym_S);
+  return engine::check_offsets(name(), "cu_seqlens", b.tensor(cu_seqlens), b.size(sym_S));
 }
 
 Ssm2Params Ssm2Op::params(const engine::Bound& b) const {
@@ -35,12 +49,13 @@ Ssm2Params Ssm2Op::params(const engine::Bound& b) const {
   auto tokens = [&](int t) {
     Ssm2Tokens v{};
     if (t < 0 || !b.has(t)) return v;
-    v.data = b.data(t), v.sb = b.stride(t, 0), v.ss = b.stride(t, 1), v.sh = b.stride(t, 2);
+    v.data = b.data(t), v.sb = b.mode >= 0 ? 0 : b.stride(t, 0), v.ss = b.stride(t, 1), v.sh = b.stride(t, 2);
     return v;
   };
   auto floats = [&](int t) { return t < 0 ? nullptr : static_cast<float*>(b.data(t)); };
   p.x = tokens(x), p.dt = tokens(dt), p.B = tokens(B), p.C = tokens(C);
   p.A = floats(A), p.D = floats(D), p.h0 = floats(initial_state);
+  if (b.mode >= 0) p.cu_seqlens = static_cast<const i32*>(b.data(cu_seqlens));
   p.batch = b.size(sym_B), p.seqlen = b.size(sym_S), p.heads = b.size(sym_H), p.hdim = b.size(sym_P);
   p.groups = b.size(sym_G), p.nstate = b.size(sym_N);
   if (backward) {
@@ -63,8 +78,9 @@ engine::CpuWork Ssm2Op::cpu_prepare(const engine::Bound& b, const engine::PlanDa
   }
   // One task per sequence, each with a workspace of its own (the calling thread's buffer,
   // reused by its next call; it waits for the tasks), then the shares and the counter.
-  p.chunk = ssm1_chunk(p.seqlen);
-  p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+  const int64_t span = longest(b);
+  p.chunk = ssm1_chunk(span);
+  p.chunks_cap = ceil_div<int64_t>(span, p.chunk);
   thread_local std::vector<float> work;
   const int64_t per_task = ssm2_cpu_task_floats(p.heads, p.hdim, p.nstate, p.chunks_cap, p.chunk) + 2 * p.groups * p.nstate;
   const size_t tasks = size_t(p.batch * per_task);

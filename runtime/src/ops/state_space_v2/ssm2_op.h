@@ -19,9 +19,11 @@ class Ssm2Op final : public engine::OpDef {
 
   // Every field but the work split and the workspace.
   Ssm2Params params(const engine::Bound& b) const;
+  // Tokens of the longest sequence: S dense; varlen, from the host's cu_seqlens (checked).
+  int64_t longest(const engine::Bound& b) const;
 
   const bool backward;
-  const int x, A, B, C, D, dt, initial_state;
+  const int x, A, B, C, D, dt, initial_state, cu_seqlens;
   const int y, final_state;
   const int d_y, d_final_state, dx, dA, dB, dC, dD, ddt, d_initial_state;
   const int sym_B, sym_S, sym_H, sym_P, sym_G, sym_N;

@@ -25,8 +25,13 @@ double read_elem(const Ssm2Tokens& t, int64_t s, int64_t i, int64_t h, int64_t c
 }
 
 void run_sequence(const Ssm2Params& p, DType dtype, int64_t s, const Ssm2RefOut& out) {
-  const int64_t S = p.seqlen, H = p.heads, P = p.hdim, G = p.groups, N = p.nstate, state = H * P * N;
-  auto rd = [&](const Ssm2Tokens& t, int64_t i, int64_t h, int64_t c) { return read_elem(t, s, i, h, c, dtype); };
+  const int64_t H = p.heads, P = p.hdim, G = p.groups, N = p.nstate, state = H * P * N;
+  // Token n of the sequence is packed token first + n, in row (its index in a contiguous output).
+  const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, s);
+  const int64_t S = sp.end - sp.begin, first = sp.begin, row0 = ssm1_row(p.cu_seqlens, p.seqlen, s, first);
+  auto rd = [&](const Ssm2Tokens& t, int64_t i, int64_t h, int64_t c) {
+    return read_elem(t, s, first + i, h, c, dtype);
+  };
   std::vector<double> states(size_t((S + 1) * state));  // states[i]: before token i
   for (int64_t e = 0; e < state; ++e) states[size_t(e)] = p.h0 ? p.h0[s * state + e] : 0.0;
   for (int64_t i = 0; i < S; ++i) {
@@ -43,7 +48,7 @@ void run_sequence(const Ssm2Params& p, DType dtype, int64_t s, const Ssm2RefOut&
           st[at] = ssm1_update(prev[at], e, dt * x, rd(p.B, i, g, j));
           y += st[at] * rd(p.C, i, g, j);
         }
-        if (out.y) out.y[((s * S + i) * H + h) * P + q] = y;
+        if (out.y) out.y[((row0 + i) * H + h) * P + q] = y;
       }
     }
   }
@@ -73,13 +78,13 @@ void run_sequence(const Ssm2Params& p, DType dtype, int64_t s, const Ssm2RefOut&
           dB[size_t(g * N + j)] += dj * dt * x;
           dh[size_t(at)] = dj * e;
         }
-        if (out.dx) out.dx[((s * S + i) * H + h) * P + q] = dx;
+        if (out.dx) out.dx[((row0 + i) * H + h) * P + q] = dx;
       }
-      if (out.ddt) out.ddt[(s * S + i) * H + h] = ddt;
+      if (out.ddt) out.ddt[(row0 + i) * H + h] = ddt;
     }
     for (int64_t e = 0; e < G * N; ++e) {
-      if (out.dB) out.dB[(s * S + i) * G * N + e] = dB[size_t(e)];
-      if (out.dC) out.dC[(s * S + i) * G * N + e] = dC[size_t(e)];
+      if (out.dB) out.dB[(row0 + i) * G * N + e] = dB[size_t(e)];
+      if (out.dC) out.dC[(row0 + i) * G * N + e] = dC[size_t(e)];
     }
   }
   if (out.dh0) for (int64_t e = 0; e < state; ++e) out.dh0[s * state + e] = dh[size_t(e)];
