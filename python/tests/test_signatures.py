@@ -12,20 +12,22 @@ import sys
 import pytest
 
 import ejk.jax
+from signature_extensions import seed_part
 
 HERE = pathlib.Path(__file__).resolve().parent
 SEED = json.loads((HERE / "seed_signatures.json").read_text())
 SEED_PYTHON = os.environ.get("EJK_SEED_PYTHON", "/work/venvs/seed/bin/python")
 
 
-def ours(fn):
-    return [(p.name, p.kind.name, p.default) for p in inspect.signature(fn).parameters.values()]
+def ours(name, fn):
+    params = seed_part(name, list(inspect.signature(fn).parameters.values()))
+    return [(p.name, p.kind.name, p.default) for p in params]
 
 
-def check(fn, seed, literal_only):
+def check(name, fn, seed, literal_only):
     """Names, kinds and defaults (a JSON default by value; another by its repr, unless
-    literal_only: torch's spelling of a JAX default differs)."""
-    mine = ours(fn)
+    literal_only: torch's spelling of a JAX default differs); our extensions left out."""
+    mine = ours(name, fn)
     assert [(n, k) for n, k, _ in mine] == [(p["name"], p["kind"]) for p in seed]
     for (name, _, default), p in zip(mine, seed):
         want = p["default"]
@@ -47,7 +49,7 @@ def test_every_common_op_has_the_seeds_signature_jax():
     names = common(ejk.jax)
     assert {"flash_attention", "mean_pooling", "recurrent_attention"} <= set(names)
     for name in names:
-        check(getattr(ejk.jax, name), SEED["ops"][name], literal_only=False)
+        check(name, getattr(ejk.jax, name), SEED["ops"][name], literal_only=False)
 
 
 def test_the_snapshot_is_the_installed_seeds():
