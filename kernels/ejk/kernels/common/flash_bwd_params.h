@@ -50,19 +50,11 @@ struct FlashBwdParams {
 // The params of dropout variants, as the forward's (FlashFwdDropoutParams). With Z = keep / (1 - p)
 // per pair, out = (P o Z) v, so dv_j = sum_i P_ij Z_ij do_i and dS_ij = P_ij (Z_ij dP_ij - D_i),
 // with dP_ij = do_i . v_j and D_i = do_i . out_i - dlse_i unchanged (out is the dropped output).
-struct FlashBwdDropoutParams : FlashBwdParams {
-  DropoutParams dropout;
-};
+using FlashBwdDropoutParams = WithDropout<FlashBwdParams>;
 EJK_HD const DropoutParams& flash_dropout(const FlashBwdParams& p) {
   return static_cast<const FlashBwdDropoutParams&>(p).dropout;
 }
-template <bool kDropout> struct FlashBwdArgsOf {
-  using type = FlashBwdParams;
-};
-template <> struct FlashBwdArgsOf<true> {
-  using type = FlashBwdDropoutParams;
-};
-template <bool kDropout> using FlashBwdArgs = typename FlashBwdArgsOf<kDropout>::type;
+template <bool kDropout> using FlashBwdArgs = DropoutArgs<FlashBwdParams, kDropout>;
 
 // The exponent of P = exp(x - lse), never above 0: lse bounds every logit of its row, but a logit
 // recomputed in f32 can pass it by an ulp of its size (thousands at a scale of 2^31), which exp

@@ -58,23 +58,13 @@ struct FlashFwdParams {
   u32* tile_counter;
 };
 
-// The params of dropout variants: the base struct (whose size and layout the other variants'
-// binaries keep) followed by the dropout's. Kernels of such variants read it through
-// flash_dropout.
-struct FlashFwdDropoutParams : FlashFwdParams {
-  DropoutParams dropout;
-};
+// The params of dropout variants (philox.h's WithDropout); their kernels read the tail through
+// flash_dropout. A CUDA entry point's parameter type: FlashFwdArgs<key's dropout flag>.
+using FlashFwdDropoutParams = WithDropout<FlashFwdParams>;
 EJK_HD const DropoutParams& flash_dropout(const FlashFwdParams& p) {
   return static_cast<const FlashFwdDropoutParams&>(p).dropout;
 }
-// A CUDA entry point's parameter type: FlashFwdArgs<key's dropout flag>.
-template <bool kDropout> struct FlashFwdArgsOf {
-  using type = FlashFwdParams;
-};
-template <> struct FlashFwdArgsOf<true> {
-  using type = FlashFwdDropoutParams;
-};
-template <bool kDropout> using FlashFwdArgs = typename FlashFwdArgsOf<kDropout>::type;
+template <bool kDropout> using FlashFwdArgs = DropoutArgs<FlashFwdParams, kDropout>;
 
 // The planes and rows a bias [B|1, Hq|1, Sq|1, Sk] holds: 1 along each broadcast (stride 0)
 // axis; rows are positions in a sequence (varlen: the longest's).

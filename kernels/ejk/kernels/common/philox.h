@@ -46,6 +46,19 @@ struct DropoutParams {
   float scale;    // f32(1 / (1 - p))
 };
 
+// A variant's params followed by the dropout's: the base keeps the size and layout that the
+// other variants' binaries take; a dropout key's entry point takes DropoutArgs<Base, true>.
+template <class Base> struct WithDropout : Base {
+  DropoutParams dropout;
+};
+template <class Base, bool kDropout> struct DropoutArgsOf {
+  using type = Base;
+};
+template <class Base> struct DropoutArgsOf<Base, true> {
+  using type = WithDropout<Base>;
+};
+template <class Base, bool kDropout> using DropoutArgs = typename DropoutArgsOf<Base, kDropout>::type;
+
 // The four words of keys [4 * (j / 4), 4 * (j / 4) + 4) of row (b, h, i): a kernel that walks
 // keys in order draws one block per four keys.
 EJK_HD Philox4 dropout_words(const DropoutParams& d, i64 b, i64 h, i64 i, i64 j) {
