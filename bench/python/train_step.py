@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from bench_torch import device_s  # CUDA events around calls back to back, median of batches
 from ejk.torch import flash_attention
 
 
@@ -43,21 +44,6 @@ def steps(causal, p):
 
     peer = ("cudnn", SDPBackend.CUDNN_ATTENTION) if p == 0 else ("fa2", SDPBackend.FLASH_ATTENTION)
     return {"ejk": ejk, peer[0]: sdpa(peer[1])}
-
-
-def device_s(f, args, n, batches=5):
-    for _ in range(3):
-        f(*args)
-    per = []
-    for _ in range(batches):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(n):
-            f(*args)
-        end.record()
-        end.synchronize()
-        per.append(start.elapsed_time(end) / 1e3 / n)
-    return statistics.median(per)
 
 
 def row(d, s, causal, p):

@@ -14,8 +14,6 @@
 namespace ejk::cli {
 namespace {
 
-using flash_inputs::random_cum;
-
 class BlocksparseCase final : public OpCase {
  public:
   explicit BlocksparseCase(bool backward) : backward_(backward) {}
@@ -86,15 +84,9 @@ class BlocksparseCase final : public OpCase {
       fill_layout(t, rng);
     } else if (name == "q_segment_ids" || name == "kv_segment_ids") {
       // Runs of 1 to 3 segments (one count for both), a padded query tail.
-      if (name == "q_segment_ids") nseg_ = std::uniform_int_distribution<int64_t>(1, 3)(rng);
-      const int64_t b = t.shape()[0], len = t.shape()[1];
-      for (int64_t i = 0; i < b; ++i) {
-        const auto cum = random_cum(nseg_, len, rng);
-        for (int64_t s = 0; s < nseg_; ++s)
-          for (int32_t j = cum[s]; j < cum[s + 1]; ++j) t.data_as<int32_t>()[i * len + j] = int32_t(s);
-        if (name == "q_segment_ids" && len > 4)
-          for (int64_t j = len - len / 8; j < len; ++j) t.data_as<int32_t>()[i * len + j] = -1;
-      }
+      const bool q = name == "q_segment_ids";
+      if (q) nseg_ = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+      flash_inputs::random_segments(t, nseg_, rng, [&](int64_t len) { return q && len > 4 ? len / 8 : 0; });
     } else if (name == "out" || name == "lse") {
       forward_due_ = true;  // finish() runs the forward into them
     } else {

@@ -11,22 +11,7 @@
 namespace ejk::cli {
 namespace {
 
-using flash_inputs::longest, flash_inputs::random_cum;
-
-// Segment ids 0..nseg-1 in runs over each sequence; q's may end in padding (-1).
-void random_segments(Tensor& t, int64_t nseg, bool pad_tail, std::mt19937_64& rng) {
-  const int64_t b = t.shape()[0], len = t.shape()[1];
-  auto* ids = t.data_as<int32_t>();
-  for (int64_t i = 0; i < b; ++i) {
-    const auto cum = random_cum(nseg, len, rng);
-    for (int64_t s = 0; s < nseg; ++s)
-      for (int32_t j = cum[s]; j < cum[s + 1]; ++j) ids[i * len + j] = int32_t(s);
-    if (pad_tail && len > 2) {
-      const int64_t pad = std::uniform_int_distribution<int64_t>(0, len / 4)(rng);
-      for (int64_t j = len - pad; j < len; ++j) ids[i * len + j] = -1;
-    }
-  }
-}
+using flash_inputs::longest, flash_inputs::random_cum, flash_inputs::random_segments;
 
 class FlashAttentionCase final : public OpCase {
  public:
@@ -95,8 +80,11 @@ class FlashAttentionCase final : public OpCase {
       std::copy(cum.begin(), cum.end(), t.data_as<int32_t>());
     } else if (name == "q_segment_ids" || name == "kv_segment_ids") {
       // Both tensors share one segment count: a query's segment has keys.
-      random_segments(t, nseg_ = name == "q_segment_ids" ? std::uniform_int_distribution<int64_t>(1, 3)(rng) : nseg_,
-                      name == "q_segment_ids", rng);
+      const bool q = name == "q_segment_ids";
+      if (q) nseg_ = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+      random_segments(t, nseg_, rng, [&](int64_t len) {  // q's may end in padding
+        return q && len > 2 ? std::uniform_int_distribution<int64_t>(0, len / 4)(rng) : 0;
+      });
     } else {
       OpCase::fill(name, t, rng);
     }

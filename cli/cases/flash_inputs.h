@@ -1,5 +1,5 @@
-// Random packed lengths and their longest sequence, for the flash attention forward and backward
-// CLI cases (both take the same problem options).
+// Random packed lengths, their longest sequence and segment ids, for the attention CLI cases
+// (flash attention forward and backward, blocksparse attention).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +23,19 @@ inline std::vector<int32_t> random_cum(int64_t n, int64_t total, std::mt19937_64
     cum.push_back(int32_t(cum.back() + (hi - lo) + base));
   }
   return cum;
+}
+
+// Segment ids 0..nseg-1 in runs over each row of t [B, L]; the last pad(L) positions of a row
+// are padding (-1), pad called once per row after its runs are drawn.
+template <class Pad> void random_segments(Tensor& t, int64_t nseg, std::mt19937_64& rng, Pad pad) {
+  const int64_t b = t.shape()[0], len = t.shape()[1];
+  auto* ids = t.data_as<int32_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    const auto cum = random_cum(nseg, len, rng);
+    for (int64_t s = 0; s < nseg; ++s)
+      for (int32_t j = cum[s]; j < cum[s + 1]; ++j) ids[i * len + j] = int32_t(s);
+    for (int64_t j = len - std::min<int64_t>(pad(len), len); j < len; ++j) ids[i * len + j] = -1;
+  }
 }
 
 // The offsets were checked by the op (i32, non-decreasing) before this reads them.
