@@ -98,12 +98,7 @@ class FlashAttentionBackwardCase final : public OpCase {
     if (const Tensor* ck = c.input("cum_seqlens_k")) c.set("max_seqlen_k", longest(*ck));
     if (!forward_due_) return;  // --load: the saved out and lse
     forward_due_ = false;
-    Args f;
-    for (const auto& [name, t] : c.inputs)
-      if (name != "out" && name != "lse" && name != "d_out") f.set(name, t.view());
-    for (const auto& [name, value] : c.scalars) f.set(name, value);
-    f.set("out", c.input("out")->view()).set("lse", c.input("lse")->view());
-    run("flash_attention", f);
+    flash_inputs::run_forward_into_saved("flash_attention", c);
   }
 
   Work work(const HostCase& c) const override { return {call_flops(op(), c.args()), 0}; }

@@ -6,7 +6,9 @@
 #include <random>
 #include <vector>
 
+#include "ejk/admin.h"
 #include "ejk/tensor.h"
+#include "op_case.h"
 
 namespace ejk::cli::flash_inputs {
 
@@ -44,6 +46,17 @@ inline int64_t longest(const Tensor& cum) {
   int64_t m = 0;
   for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, int64_t(c[i]) - int64_t(c[i - 1]));
   return m;
+}
+
+// A backward case's forward on the case's inputs and scalars, into its out and lse (what
+// training saves for the backward).
+inline void run_forward_into_saved(const char* forward_op, HostCase& c) {
+  Args f;
+  for (const auto& [name, t] : c.inputs)
+    if (name != "out" && name != "lse" && name != "d_out") f.set(name, t.view());
+  for (const auto& [name, value] : c.scalars) f.set(name, value);
+  f.set("out", c.input("out")->view()).set("lse", c.input("lse")->view());
+  run(forward_op, f);
 }
 
 }  // namespace ejk::cli::flash_inputs
