@@ -45,7 +45,8 @@ def _call(q0, nq, k0, nk, lo, hi):
         q0, nq, lo, hi = q0 - hi, nq + hi, lo - hi, 0
     left, right = -lo, hi
     # Trailing rows past every visible key, and trailing keys past every row, need no kernel.
-    nq, nk = min(nq, nk + left), min(nk, nq + right)
+    # (int: an infinite side makes these floats under torch.compile's tracing.)
+    nq, nk = int(min(nq, nk + left)), int(min(nk, nq + right))
     if left >= nq - 1 and right >= nk - 1:
         return Call(q0, nq, k0, nk, False, None)
     if left >= nq - 1 and right == 0:
