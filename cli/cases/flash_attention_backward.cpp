@@ -82,10 +82,7 @@ class FlashAttentionBackwardCase final : public OpCase {
       const auto cum = random_cum(t.numel() - 1, name == "cum_seqlens_q" ? size(sq_, "--sq") : size(sk_, "--sk"), rng);
       std::copy(cum.begin(), cum.end(), t.data_as<int32_t>());
     } else if (name == "q_segment_ids" || name == "kv_segment_ids") {
-      // Runs of 1 to 3 segments (one count for both), a padded query tail.
-      const bool q = name == "q_segment_ids";
-      if (q) nseg_ = std::uniform_int_distribution<int64_t>(1, 3)(rng);
-      flash_inputs::random_segments(t, nseg_, rng, [&](int64_t len) { return q && len > 4 ? len / 8 : 0; });
+      flash_inputs::backward_segment_ids(name, t, nseg_, rng);
     } else if (name == "out" || name == "lse") {
       forward_due_ = true;  // finish() runs the forward into them
     } else {

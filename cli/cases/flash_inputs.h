@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ejk/admin.h"
@@ -38,6 +39,14 @@ template <class Pad> void random_segments(Tensor& t, int64_t nseg, std::mt19937_
       for (int32_t j = cum[s]; j < cum[s + 1]; ++j) ids[i * len + j] = int32_t(s);
     for (int64_t j = len - std::min<int64_t>(pad(len), len); j < len; ++j) ids[i * len + j] = -1;
   }
+}
+
+// q_segment_ids or kv_segment_ids of a backward case: 1 to 3 segments, the count drawn with q's
+// and shared by kv's (so a query's segment has keys), q's last eighth padding.
+inline void backward_segment_ids(const std::string& name, Tensor& t, int64_t& nseg, std::mt19937_64& rng) {
+  const bool q = name == "q_segment_ids";
+  if (q) nseg = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+  random_segments(t, nseg, rng, [&](int64_t len) { return q && len > 4 ? len / 8 : 0; });
 }
 
 // The offsets were checked by the op (i32, non-decreasing) before this reads them.

@@ -54,35 +54,14 @@ EJK_HD void bsa_fwd_task(const BlocksparseFwdParams& bp, const TaskGeometry& g, 
   for (int i = 0; i < g.rows; ++i) finalize_row<Cfg>(p, g, ts, engine.out_row(i), i);
 }
 
-// Tasks [task_begin, task_end) with one engine; not inlined, so only the engine that runs
-// occupies the stack.
-template <class Cfg, class Engine>
-__attribute__((noinline)) void bsa_fwd_range(const BlocksparseFwdParams& bp, long long task_begin,
-                                             long long task_end) {
-  static_assert(sizeof(Engine) + sizeof(TaskState<Cfg>) <= kMaxWorkspaceBytes,
-                "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
-  Engine engine;
-  TaskState<Cfg> state;
-  TaskGeometry g;
-  for (long long t = task_begin; t < task_end; ++t)
-    if (decode_task(bp.f, t, Cfg::block_q, g)) bsa_fwd_task<Cfg>(bp, g, state, engine);
-}
-
-// Tasks [task_begin, task_end) of flash_fwd_num_tasks(bp.f, Cfg::block_q): on AMX tiles where
-// flash attention's forward would use them (flash_fwd_uses_amx), else on the FMA engine. Both
-// engines take key blocks in any order, which the lists need.
+// Tasks [task_begin, task_end) of flash_fwd_num_tasks(bp.f, Cfg::block_q), on the engine
+// flash attention's forward would use (run_forward_tasks). Both engines take key blocks in any
+// order, which the lists need.
 template <class Cfg>
 void bsa_fwd_tasks(const BlocksparseFwdParams& bp, long long task_begin, long long task_end) {
-#if EJK_CPU_AMX
-  if constexpr (flash_fwd_uses_amx<Cfg>()) {
-    if (!amx::request_permission()) __builtin_trap();  // as flash_fwd_tasks: outside the runtime's dispatch only
-    AmxEngine<Cfg>::begin_range();
-    bsa_fwd_range<Cfg, AmxEngine<Cfg>>(bp, task_begin, task_end);
-    AmxEngine<Cfg>::end_range();
-    return;
-  }
-#endif
-  bsa_fwd_range<Cfg, FmaEngine<Cfg>>(bp, task_begin, task_end);
+  run_forward_tasks<Cfg>(bp.f, task_begin, task_end, [&](const TaskGeometry& g, TaskState<Cfg>& state, auto& engine) {
+    bsa_fwd_task<Cfg>(bp, g, state, engine);
+  });
 }
 
 namespace bsa {

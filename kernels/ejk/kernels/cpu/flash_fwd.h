@@ -37,18 +37,18 @@ struct FlashFwdConfig {
 // Stack budget of one task range's buffers (worker threads have 8 MiB stacks).
 inline constexpr long kMaxWorkspaceBytes = 512 * 1024;
 
-// Tasks [task_begin, task_end) with one engine. Not inlined, so only the engine that runs
-// occupies the stack.
-template <class Cfg, class Engine>
-__attribute__((noinline)) void run_tasks_with(const FlashFwdParams& p, long long task_begin,
-                                              long long task_end) {
+// Tasks [task_begin, task_end) of p with one engine, each decoded and handed to
+// task(g, state, engine). Not inlined, so only the engine that runs occupies the stack.
+template <class Cfg, class Engine, class Task>
+__attribute__((noinline)) void run_tasks_with(const FlashFwdParams& p, long long task_begin, long long task_end,
+                                              const Task& task) {
   static_assert(sizeof(Engine) + sizeof(TaskState<Cfg>) <= kMaxWorkspaceBytes,
                 "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
   Engine engine;
   TaskState<Cfg> state;
   TaskGeometry g;
   for (long long t = task_begin; t < task_end; ++t)
-    if (decode_task(p, t, Cfg::block_q, g)) run_task<Cfg>(p, g, state, engine);
+    if (decode_task(p, t, Cfg::block_q, g)) task(g, state, engine);
 }
 
 // Whether flash_fwd_tasks<Cfg> runs on AMX tiles: compiled for AMX and bf16 with tile-sized
@@ -65,9 +65,10 @@ template <class Cfg> constexpr bool flash_fwd_uses_amx() {
 #endif
 }
 
-// Runs tasks [task_begin, task_end) of flash_fwd_num_tasks(p, Cfg::block_q).
-template <class Cfg>
-void flash_fwd_tasks(const FlashFwdParams& p, long long task_begin, long long task_end) {
+// Tasks [task_begin, task_end) of p handed to task(g, state, engine): on AMX tiles where
+// flash_fwd_uses_amx<Cfg>, else on the FMA engine.
+template <class Cfg, class Task>
+void run_forward_tasks(const FlashFwdParams& p, long long task_begin, long long task_end, const Task& task) {
 #if EJK_CPU_AMX
   if constexpr (flash_fwd_uses_amx<Cfg>()) {
     // Without the grant the first tile instruction raises SIGILL; stop with a clear trap
@@ -75,12 +76,20 @@ void flash_fwd_tasks(const FlashFwdParams& p, long long task_begin, long long ta
     if (!amx::request_permission()) __builtin_trap();
     // The tiles hold state across the range: configured before, released after.
     AmxEngine<Cfg>::begin_range();
-    run_tasks_with<Cfg, AmxEngine<Cfg>>(p, task_begin, task_end);
+    run_tasks_with<Cfg, AmxEngine<Cfg>>(p, task_begin, task_end, task);
     AmxEngine<Cfg>::end_range();
     return;
   }
 #endif
-  run_tasks_with<Cfg, FmaEngine<Cfg>>(p, task_begin, task_end);
+  run_tasks_with<Cfg, FmaEngine<Cfg>>(p, task_begin, task_end, task);
+}
+
+// Runs tasks [task_begin, task_end) of flash_fwd_num_tasks(p, Cfg::block_q).
+template <class Cfg>
+void flash_fwd_tasks(const FlashFwdParams& p, long long task_begin, long long task_end) {
+  run_forward_tasks<Cfg>(p, task_begin, task_end, [&](const TaskGeometry& g, TaskState<Cfg>& state, auto& engine) {
+    run_task<Cfg>(p, g, state, engine);
+  });
 }
 
 }  // namespace ejk::cpu
