@@ -8,46 +8,19 @@
 #include <cstring>
 
 #include "ejk/admin.h"
-#include "flash_bwd_problem.h"
+#include "flash_bwd_gpu.h"
 
 using namespace flash_bwd_test;
 
 namespace {
 
 constexpr const char* kOp = "flash_attention_backward";
-const Device kGpu{DeviceKind::cuda, 0};
-
-// The case's tensors copied to the GPU (outputs poisoned there too), the call's Args over them.
-struct OnGpu {
-  std::vector<std::pair<std::string, Tensor>> inputs, outputs;
-  Args args;
-};
-OnGpu to_gpu(const Case& c) {
-  OnGpu g;
-  g.args = c.scalars;
-  for (const auto& [n, t] : c.inputs) g.inputs.emplace_back(n, t.to(kGpu));
-  for (const auto& [n, t] : c.outputs) g.outputs.emplace_back(n, t.to(kGpu));  // NaN bytes copied
-  for (const auto& [n, t] : g.inputs) g.args.set(n, t.view());
-  for (const auto& [n, t] : g.outputs) g.args.set(n, t.view());
-  return g;
-}
-
 void check_problem(const Problem& p, uint64_t seed) {
   const Case c = make_case(p, seed, kGpu);
   OnGpu g = to_gpu(c);
   const RunInfo info = run(kOp, g.args);
   synchronize(kGpu);
-  const std::vector<ReferenceOutput> ref = reference(kOp, c.backward_args());
-  for (const auto& [name, t] : g.outputs) {
-    const auto r = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& x) { return x.name == name; });
-    REQUIRE(r != ref.end());
-    const Mismatch e = compare(t.to(Device{}), r->values);
-    INFO(fmt::format("{}: {} -> {}: rel_l2 {:.3e}", name, p.name(), info.key, e.rel_l2));
-    CHECK_FALSE(e.nonfinite);
-    // dsoftmax_aux's terms cancel: its bound is relative to their size (sink_term_sizes).
-    if (name == "dsoftmax_aux") CHECK(sinks_within(c, t.to(Device{}), r->values, 2e-2));
-    else CHECK(e.rel_l2 <= 2e-2);
-  }
+  check_gpu_gradients(p, c, g, info.key);
 }
 
 }  // namespace

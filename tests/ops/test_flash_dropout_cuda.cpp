@@ -13,28 +13,12 @@
 
 #include "ejk/admin.h"
 #include "ejk/kernels/common/philox.h"
-#include "flash_bwd_problem.h"
+#include "flash_bwd_gpu.h"
 
 using namespace flash_bwd_test;
 using Catch::Matchers::ContainsSubstring;
 
 namespace {
-
-const Device kGpu{DeviceKind::cuda, 0};
-
-struct OnGpu {
-  std::vector<std::pair<std::string, Tensor>> inputs, outputs;
-  Args args;
-};
-OnGpu to_gpu(const Case& c) {
-  OnGpu g;
-  g.args = c.scalars;
-  for (const auto& [n, t] : c.inputs) g.inputs.emplace_back(n, t.to(kGpu));
-  for (const auto& [n, t] : c.outputs) g.outputs.emplace_back(n, t.to(kGpu));
-  for (const auto& [n, t] : g.inputs) g.args.set(n, t.view());
-  for (const auto& [n, t] : g.outputs) g.args.set(n, t.view());
-  return g;
-}
 
 // The forward (make_case ran it on the GPU) against the reference, then the backward on the GPU.
 void check_problem(const Problem& p, uint64_t seed) {
@@ -51,16 +35,7 @@ void check_problem(const Problem& p, uint64_t seed) {
   const RunInfo info = run("flash_attention_backward", g.args);
   synchronize(kGpu);
   CHECK_THAT(info.key, ContainsSubstring(".drop"));
-  const std::vector<ReferenceOutput> ref = reference("flash_attention_backward", c.backward_args());
-  for (const auto& [name, t] : g.outputs) {
-    const auto r = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& x) { return x.name == name; });
-    REQUIRE(r != ref.end());
-    const Mismatch e = compare(t.to(Device{}), r->values);
-    INFO(fmt::format("{}: {} -> {}: rel_l2 {:.3e}", name, p.name(), info.key, e.rel_l2));
-    CHECK_FALSE(e.nonfinite);
-    if (name == "dsoftmax_aux") CHECK(sinks_within(c, t.to(Device{}), r->values, 2e-2));
-    else CHECK(e.rel_l2 <= 2e-2);
-  }
+  check_gpu_gradients(p, c, g, info.key);
 }
 
 }  // namespace
