@@ -7,7 +7,8 @@
 # Needs the header-only packages absent there, carried in .carry/deps:
 #   mkdir -p .carry/debs && (cd .carry/debs && apt-get download libcli11-dev libxxhash-dev) &&
 #   for f in .carry/debs/*.deb; do dpkg -x $f .carry/deps; done
-# EJK_VARIANTS narrows the AOT set (default: the whole spec's for EJK_CUDA_ARCHS, default 90a).
+# EJK_VARIANTS narrows the AOT set (default: the whole spec's for EJK_CUDA_ARCHS, default 90a);
+# EJK_DEVICE_OPS (a regex of op names) narrows the CLI problems to those ops.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ejk-out}
@@ -29,6 +30,7 @@ E=$B/cli/ejk
 ops=$($E list | awk '/ \(kernel family /{name=$1; cuda=($0 ~ /backends: [^)]*cuda/); next}
   name!=""{if ($0 !~ /\(internal/ && cuda) print name; name=""}')
 for op in $ops; do
+  [[ $op =~ ${EJK_DEVICE_OPS:-.} ]] || continue
   problems=cli/cases/$op.device
   if [ -f "$problems" ]; then
     grep -v '^#' "$problems" | grep -v '^[[:space:]]*$' | while read -r args; do
