@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """ejk.torch.ring_attention on one GPU, over an NCCL group of one, against flash_attention on the
 same arrays: its output (rel-L2, bit-identical expected: a ring of one is one flash call) and its
-overhead, forward and forward + backward, CUDA events around calls back to back.
+overhead, forward and forward + backward: CUDA events around calls back to back, ring and flash
+batches interleaved (so clocks and caches treat both alike), median of batches.
 
   ring_one_gpu.py        (run from the repository root with ejk importable; one process)
 """
 import os
+import statistics
 
 import torch
 import torch.distributed as dist
@@ -13,17 +15,23 @@ import torch.distributed as dist
 import ejk.torch as et
 
 
-def per_call_ms(f, n=40):
-    for _ in range(5):
-        f()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n):
-        f()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / n
+def per_call_ms(fs, n=40, batches=7):
+    """Milliseconds per call of each function: batches of n calls, the functions' batches
+    interleaved, median per function."""
+    for f in fs.values():
+        for _ in range(5):
+            f()
+    per = {name: [] for name in fs}
+    for _ in range(batches):
+        for name, f in fs.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(n):
+                f()
+            end.record()
+            end.synchronize()
+            per[name].append(start.elapsed_time(end) / n)
+    return {name: statistics.median(t) for name, t in per.items()}
 
 
 def main():
@@ -38,9 +46,8 @@ def main():
         ring = lambda: et.ring_attention(q, k, v, causal=causal, axis_name=group)  # noqa: E731
         flash = lambda: et.flash_attention(q, k, v, causal=causal)  # noqa: E731
         err = ((ring().float() - flash().float()).norm() / flash().float().norm()).item()
-        t = {name: per_call_ms(f) for name, f in (("flash", flash), ("ring", ring),
-                                                   ("flash_step", lambda: flash().backward(g)),
-                                                   ("ring_step", lambda: ring().backward(g)))}
+        t = per_call_ms({"flash": flash, "ring": ring})
+        t |= per_call_ms({"flash_step": lambda: flash().backward(g), "ring_step": lambda: ring().backward(g)})
         print(f"B{b} S{s} H{h} D{d} causal={causal}: rel_l2 {err:.2e}; forward flash {t['flash']:.3f} ms, ring "
               f"{t['ring']:.3f} ms (x{t['ring'] / t['flash']:.3f}); forward+backward flash {t['flash_step']:.3f} ms, "
               f"ring {t['ring_step']:.3f} ms (x{t['ring_step'] / t['flash_step']:.3f})", flush=True)
