@@ -130,3 +130,19 @@ TEST_CASE("chunked recurrent attention on CUDA: reverse, varlen with empty seque
     check_chunked(d, seed++);
   }
 }
+
+TEST_CASE("chunked recurrent attention on CUDA: padded and token-major inputs take the plain loads", "[recurrent][cuda][gpu]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 980;
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Problem p;  // rows 3 elements apart beyond the last dim: no 16-byte copies
+    p.dtype = dtype, p.b = 2, p.t = 130, p.h = 3, p.k = p.v = 64, p.gates = kGamma, p.init = true;
+    p.pad = 3, p.token_major = true;
+    check_chunked(p, seed++);
+    Problem v;  // packed [1, T, H, X] with a pad of 1, an empty sequence in the middle
+    v.dtype = dtype, v.h = 2, v.k = 128, v.v = 64, v.varlen = true, v.leading_one = true, v.pad = 1, v.reverse = true;
+    v.b = 3, v.t = 200, v.cu = {0, 70, 70, 200};
+    check_chunked(v, seed++);
+  }
+}
