@@ -68,6 +68,23 @@ EJK_HD constexpr i64 recurrent_cuda_work_tiles(i64 total, i64 sequences, i64 hea
   return heads * v_tiles * recurrent_cuda_slots(total, sequences, chunk) + sequences * heads * v_tiles * chunk;
 }
 
+// CUDA forward, chunked on tensor cores (cuda/recurrent_chunk.cuh): the variants whose decay is
+// one scalar per head and token (no g, gk, gv), in 16-bit elements, with K, V in {64, 128}. The
+// key decides (the template and the launch plan both ask this), so a key names one kernel.
+constexpr int kRecurrentChunk = 64, kRecurrentChunkThreads = 128;
+EJK_HD constexpr bool recurrent_chunked(bool sixteen_bit, i64 k, i64 v, bool g, bool gk, bool gv) {
+  return sixteen_bit && !g && !gk && !gv && (k == 64 || k == 128) && (v == 64 || v == 128);
+}
+// Its shared memory, in 16-bit elements, rows padded by 8 (16 bytes: ldmatrix's rows then fall
+// in distinct banks): q, k, v in two stages each, the decayed keys, the state tile, then the
+// chunk's cumulative log decays (f32).
+EJK_HD constexpr i64 recurrent_chunk_pitch(i64 width) { return width + 8; }
+EJK_HD constexpr i64 recurrent_chunk_halves(i64 k) {
+  return 5 * kRecurrentChunk * recurrent_chunk_pitch(k) + 2 * kRecurrentChunk * recurrent_chunk_pitch(kRecurrentTile) +
+         k * recurrent_chunk_pitch(kRecurrentTile);
+}
+EJK_HD constexpr i64 recurrent_chunk_smem_bytes(i64 k) { return recurrent_chunk_halves(k) * 2 + kRecurrentChunk * 4; }
+
 // Tokens [begin, end) of sequence s in the packed token range (base.h's token_span).
 using RecurrentSpan = TokenSpan;
 EJK_HD RecurrentSpan recurrent_span(const RecurrentParams& p, i64 s) {

@@ -1,5 +1,6 @@
-// The CUDA launch plan of recurrent attention (kernels/ejk/kernels/cuda/recurrent.cuh): one
-// block per (sequence, head, tile of 32 state columns); the backward's checkpoints and chunk
+// The CUDA launch plan of recurrent attention (kernels/ejk/kernels/cuda/recurrent.cuh, and
+// recurrent_chunk.cuh for the keys recurrent_chunked() names): one block per (sequence, head,
+// tile of 32 state columns); the backward's checkpoints and chunk
 // states per block, and its partial row sums per tile, in the stream's scratch. Built with CUDA
 // only.
 #include <fmt/format.h>
@@ -43,12 +44,18 @@ engine::OpDef::Workspace RecurrentOp::cuda_workspace(const engine::Bound& b, con
   return {l.work_bytes + l.partial_bytes, 0};
 }
 
-void RecurrentOp::cuda_launch(const engine::Bound& b, const engine::PlanData&, engine::CudaLaunchContext& lc) const {
+void RecurrentOp::cuda_launch(const engine::Bound& b, const engine::PlanData& plan,
+                              engine::CudaLaunchContext& lc) const {
   RecurrentLaunch l = plan_launch(*this, b);
   if (l.blocks == 0) return;
   if (l.blocks > INT32_MAX)
     throw InvalidArgument(fmt::format("{}: {} (sequence, head, column tile) blocks exceed the grid", name(), l.blocks));
   void* args[] = {&l.p};  // copied at each launch
+  if (!backward && plan.facts_as<RecurrentFacts>().chunked) {
+    lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kRecurrentChunkThreads,
+              unsigned(recurrent_chunk_smem_bytes(l.p.dk_)), args);
+    return;
+  }
   if (!backward) {
     lc.launch(0, engine::Grid{unsigned(l.blocks), 1, 1}, kRecurrentThreads, 0, args);
     return;

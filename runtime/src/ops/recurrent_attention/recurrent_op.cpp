@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/call.h"
 #include "engine/metadata.h"
 #include "ops/recurrent_attention/recurrent_reference.h"
 #include "thread_pool.h"
@@ -90,6 +91,20 @@ RecurrentParams RecurrentOp::params(const engine::Bound& b) const {
     p.o = tokens(o), p.ht = floats(final_state);
   }
   return p;
+}
+
+bool RecurrentOp::chunked(const VariantKey& key) const {
+  if (backward || key.backend != "cuda") return false;
+  return recurrent_chunked(key.get_enum("dtype") != "f32", key.get_int("head_k"), key.get_int("head_v"),
+                           key.get_flag("gate_g"), key.get_flag("gate_k"), key.get_flag("gate_v"));
+}
+
+void RecurrentOp::plan_facts(const engine::PlanData& plan, void* facts) const {
+  new (facts) RecurrentFacts{chunked(plan.key)};
+}
+
+int64_t RecurrentOp::cuda_dynamic_smem(const VariantKey& key) const {
+  return chunked(key) ? recurrent_chunk_smem_bytes(key.get_int("head_k")) : 0;
 }
 
 int64_t recurrent_chunk(int64_t longest) {

@@ -8,16 +8,25 @@
 
 namespace ejk::ops {
 
+// What a plan's key says, read once (OpDef::plan_facts): the CUDA forward's kernel.
+struct RecurrentFacts {
+  bool chunked = false;  // recurrent_chunked(): the tensor-core chunked forward
+};
+
 class RecurrentOp final : public engine::OpDef {
  public:
   RecurrentOp(std::string_view kernel_op, bool backward);
 
   void check(const engine::Bound& b) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+  void plan_facts(const engine::PlanData& plan, void* facts) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  int64_t cuda_dynamic_smem(const VariantKey& key) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
+  // Whether a key runs the chunked CUDA forward (the template asks recurrent_chunked() too).
+  bool chunked(const VariantKey& key) const;
   // Every field but the work split and the workspace.
   RecurrentParams params(const engine::Bound& b) const;
 
