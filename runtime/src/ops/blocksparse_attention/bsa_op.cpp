@@ -75,12 +75,6 @@ void BlocksparseOp::check(const engine::Bound& b) const {
         fmt::format("{} x {} blocks per (batch, head) over {} planes is {:.3g} block pairs, more than the lists "
                     "index (2^30): take larger q_blocksize and kv_blocksize",
                     nq, nk, b.size(sym_B) * heads, pairs));
-  // The lists are planned on the host: the layout and the segment ids are read there.
-  for (int t : {block_mask, q_segment_ids, kv_segment_ids})
-    if (b.has(t) && b.tensor(t).device.kind != DeviceKind::cpu)
-      bad(op, schema().tensors()[size_t(t)].name,
-          "is read on the host to plan the block lists; expected a CPU tensor, got one on " +
-              to_string(b.tensor(t).device));
 }
 
 void BlocksparseOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
@@ -134,8 +128,10 @@ BlocksparseLists BlocksparseOp::list_shape(const engine::Bound& b) const {
   return l;
 }
 
-void BlocksparseOp::plan_metadata(const engine::Bound& b, const engine::PlanData&,
+void BlocksparseOp::plan_metadata(const engine::Bound& b, const engine::PlanData& plan,
                                   std::vector<unsigned char>& blob) const {
+  // The CUDA kernels read the layout where it is, on the device (bsa_cuda.cpp): no host lists.
+  if (plan.backend != Backend::cpu) return;
   const FlashFwdParams p = forward_params(b);
   BlocksparseListInputs in;
   in.block_mask = b.has(block_mask) ? &b.tensor(block_mask) : nullptr;
@@ -194,6 +190,14 @@ engine::CpuWork BlocksparseOp::cpu_prepare(const engine::Bound& b, const engine:
   return {bsa_bwd_tasks(*p, f.block_q, f.block_k).total()};
 }
 
+#if !EJK_HAVE_CUDA
+void BlocksparseOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine::CudaLaunchContext&) const {
+  throw BackendUnavailable(
+      fmt::format("{}: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)", name()));
+}
+int64_t BlocksparseOp::cuda_dynamic_smem(const VariantKey&) const { return 0; }
+#endif
+
 void BlocksparseOp::reference(const engine::Bound& b, double* const* outputs) const {
   BlocksparseReferenceProblem pr;
   pr.p = forward_params(b);
@@ -215,6 +219,9 @@ double BlocksparseOp::flops(const engine::Bound& b) const {
   // The pairs of the listed blocks (partial blocks counted whole), 4 FLOPs per pair and head dim;
   // the backward 2.5 times that.
   if (b.args->shapes_only) return 0;
+  // A device-resident layout or segment ids are not read back to count: no count.
+  for (int t : {block_mask, q_segment_ids})
+    if (b.has(t) && b.tensor(t).device.kind != DeviceKind::cpu) return 0;
   const FlashFwdParams p = forward_params(b);
   BlocksparseListInputs in;
   in.block_mask = b.has(block_mask) ? &b.tensor(block_mask) : nullptr;
