@@ -52,11 +52,13 @@ def device_ms(fn, calls=20, batches=5):
     return statistics.median(times)
 
 
-def random_layout(h, nq, nk, density, causal, seed):
+def random_layout(h, nq, nk, bq, bk, density, causal, seed):
     g = torch.Generator().manual_seed(seed)
     layout = torch.rand(1, h, nq, nk, generator=g) < density
-    if causal:  # blocks wholly above the diagonal are masked anyway: keep the listed ones below it
-        layout &= torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=max(nk // nq - 1, 0))
+    if causal:  # blocks wholly above the diagonal are masked anyway: list only those with a visible pair
+        first_key = torch.arange(nk)[None, :] * bk
+        last_query = torch.arange(nq)[:, None] * bq + bq - 1
+        layout &= first_key <= last_query
     return layout.cuda()
 
 
@@ -64,7 +66,7 @@ def row(s, h, d, bq, bk, density, causal, per_head, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(1, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     nq, nk = s // bq, s // bk
-    layout = random_layout(h if per_head else 1, nq, nk, density, causal, seed)
+    layout = random_layout(h if per_head else 1, nq, nk, bq, bk, density, causal, seed)
     listed = int(layout.sum().item()) * (1 if per_head else h)
 
     def mask_mod(b, hh, qi, kj):
