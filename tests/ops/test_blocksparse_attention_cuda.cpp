@@ -1,9 +1,9 @@
-// blocksparse_attention on the CUDA backend through the public API: random block layouts at 10, 50
-// and 100% density (shared and per head) in bf16 and f16 with causal, window, segment ids, GQA,
-// sinks (per head and shared) and soft cap against the float64 reference; a fully masked query
-// block; keys of unlisted blocks never read; a full layout equal to flash_attention on the GPU;
-// block sizes the kernels do not take refused by name. Skips with the reason when no GPU can
-// run here.
+// blocksparse_attention and its backward on the CUDA backend through the public API: random block
+// layouts at 10, 50 and 100% density (shared and per head) in bf16 and f16 with causal, window,
+// segment ids, GQA, sinks (per head and shared) and soft cap against the float64 reference
+// (outputs and every gradient); a fully masked query block; keys of unlisted blocks never read; a
+// full layout equal to flash_attention on the GPU; block sizes the kernels do not take refused
+// by name. Skips with the reason when no GPU can run here.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <fmt/format.h>
@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "blocksparse_problem.h"
@@ -73,6 +75,39 @@ std::pair<Tensor, Tensor> check_forward(const Problem& p, const Inputs& in) {
   return {out, lse};
 }
 
+// NaN-poisoned tensor of `shape` on the GPU: an element the kernels leave unwritten fails.
+Tensor poisoned_on_gpu(const Dims& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  std::memset(t.data(), 0xff, t.nbytes());
+  return t.to(kGpu);
+}
+
+// The backward on the GPU from the GPU forward's out and lse and a random d_out, against the
+// float64 reference: dq, dk, dv and dsoftmax_aux (rel-L2 <= 2e-2).
+void check_backward(const Problem& p, const Inputs& in, std::mt19937_64& rng) {
+  auto [out, lse] = run_on_gpu(p, in);
+  const Tensor d_out = random_tensor(out.shape(), p.dtype, rng);
+  GpuInputs g = on_gpu(in);
+  const Tensor g_out = out.to(kGpu), g_lse = lse.to(kGpu), g_dout = d_out.to(kGpu);
+  g.args.set("out", g_out.view()).set("lse", g_lse.view()).set("d_out", g_dout.view());
+  std::map<std::string, Tensor> grads;
+  for (const char* name : {"q", "k", "v"})
+    grads[std::string("d") + name] = poisoned_on_gpu(in.t.at(name).shape(), p.dtype);
+  if (p.sinks > 0) grads["dsoftmax_aux"] = poisoned_on_gpu(in.t.at("softmax_aux").shape(), DType::f32);
+  for (auto& [name, t] : grads) g.args.set(name, t.view());
+  const RunInfo info = run("blocksparse_attention_backward", g.args);
+  synchronize(kGpu);
+  CHECK(info.backend == Backend::cuda);
+  Args ref = in.args;
+  ref.set("out", out.view()).set("lse", lse.view()).set("d_out", d_out.view());
+  const auto refs = reference("blocksparse_attention_backward", ref);
+  for (auto& [name, t] : grads) {
+    const double e = rel_l2(values_of(t.to(Device{})), ref_of(refs, name));
+    INFO(p.name() << ": " << name << fmt::format(" rel_l2 {:.3e}", e));
+    CHECK(e <= 2e-2);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("CUDA block-sparse attention matches the float64 reference", "[blocksparse][cuda][gpu]") {
@@ -106,6 +141,33 @@ TEST_CASE("CUDA block-sparse attention matches the float64 reference", "[blocksp
       p.dtype = dtype;
       const Inputs in = make_inputs(p, rng);
       check_forward(p, in);
+    }
+}
+
+TEST_CASE("CUDA block-sparse attention backward matches the float64 reference", "[blocksparse][cuda][gpu]") {
+  require_gpu();
+  std::mt19937_64 rng(20261205);
+  std::vector<Problem> problems;
+  for (double density : {0.1, 0.5, 1.0}) {  // the kernels' 64 x 64 tiles in 128 x 128 blocks
+    Problem p;
+    p.b = 2, p.hq = 4, p.hkv = 2, p.sq = 400, p.sk = 333, p.d = 128, p.bq = 128, p.bk = 128;
+    p.density = density, p.per_head = density < 1.0, p.causal = density == 0.5;
+    problems.push_back(p);
+  }
+  Problem gqa;  // GQA 12 / 4, window, segment ids, per-head sinks, soft cap; 64 x 64 blocks
+  gqa.b = 2, gqa.hq = 12, gqa.hkv = 4, gqa.sq = 300, gqa.sk = 290, gqa.d = 64, gqa.bq = 64, gqa.bk = 64;
+  gqa.density = 0.5, gqa.per_head = true, gqa.window_left = 70, gqa.window_right = 20, gqa.segments = true;
+  gqa.sinks = 2, gqa.softcap = true;
+  problems.push_back(gqa);
+  Problem mqa;  // MQA with shared sinks, causal and segments, no layout (the masks alone)
+  mqa.b = 1, mqa.hq = 6, mqa.hkv = 1, mqa.sq = mqa.sk = 256, mqa.d = 128, mqa.bq = 64, mqa.bk = 128;
+  mqa.density = -1, mqa.causal = true, mqa.segments = true, mqa.sinks = 3, mqa.shared_sinks = true;
+  problems.push_back(mqa);
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (Problem p : problems) {
+      p.dtype = dtype;
+      const Inputs in = make_inputs(p, rng);
+      check_backward(p, in, rng);
     }
 }
 
@@ -206,4 +268,7 @@ TEST_CASE("CUDA: block sizes the kernels do not take are refused by name", "[blo
   p.b = 1, p.hq = 2, p.hkv = 2, p.sq = p.sk = 128, p.d = 64, p.bq = 32, p.bk = 32, p.dtype = DType::bf16;
   const Inputs in = make_inputs(p, rng);
   CHECK_THROWS_WITH(run_on_gpu(p, in), ContainsSubstring("q_blocksize: 32 is not a multiple of the kernel's block_q"));
+  p.bq = 64;  // the forward takes it; the backward's dK/dV tiles are 64 keys
+  const Inputs back = make_inputs(p, rng);
+  CHECK_THROWS_WITH(check_backward(p, back, rng), ContainsSubstring("kv_blocksize: 32 is not a multiple of the kernel's block_k"));
 }

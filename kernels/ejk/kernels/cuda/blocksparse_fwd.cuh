@@ -38,6 +38,7 @@ struct BlockRowWalk {
   __device__ __forceinline__ int first() const { return seek(r.begin); }
   __device__ __forceinline__ int next(int tile) const { return seek(tile + 1); }
   __device__ __forceinline__ bool done(int tile) const { return tile >= r.end; }
+  __device__ __forceinline__ int ordinal(int, int n) const { return n; }
   __device__ __forceinline__ bool mixed_segments(int tile) const {
     const int kb = tile / tiles_per_block;
     return ((one_segment[kb >> 5] >> (kb & 31)) & 1u) == 0;

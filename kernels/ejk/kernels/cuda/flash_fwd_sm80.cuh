@@ -131,6 +131,9 @@ struct KeyTileRange {
   __device__ __forceinline__ bool done(int tile) const { return tile >= r.end; }
   // Whether tile may hold pairs of different segments (else mask_segments is skipped).
   __device__ __forceinline__ bool mixed_segments(int) const { return true; }
+  // The tile's position in the walk, for the stage rings: tile - begin here; n (tiles done)
+  // for walks that skip.
+  __device__ __forceinline__ int ordinal(int tile, int) const { return tile - r.begin; }
 };
 
 // The forward of one (q block, q head, sequence) over the key tiles make_walk(mask, seq, h, q0,
