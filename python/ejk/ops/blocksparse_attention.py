@@ -40,7 +40,8 @@ def blocksparse_attention(fw, query, key, value, softmax_aux=None, bias=None, *,
       purify: rows whose query segment id is < 0 are 0 anyway (they see nothing).
       mask_builder, sequence_parallelism_mesh_axis_name, mesh, in_specs, out_specs: not supported
         (NotImplementedError).
-      platform: None or "auto" (where query is), "cpu"; "cuda" has no kernel yet.
+      platform: None or "auto" (where query is), "cpu", "cuda". On CUDA, chunk_size's q block
+        is a multiple of 64 (and for gradients its kv block too).
       cfg: None, or a mapping of tuning axes (block_q, block_k: tiles that divide the layout's
         blocks).
 

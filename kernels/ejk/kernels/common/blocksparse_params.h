@@ -46,6 +46,35 @@ struct BlocksparseFwdParams {
   BlocksparseLists lists;
 };
 
+// The block layout as the CUDA kernels read it, in place on the device: element (b, h, qb, kb) at
+// mask + b * stride_b + h * stride_h + qb * stride_q + kb * stride_k (a broadcast dim has stride
+// 0); null: every block. Each CUDA block turns its row into its list of key blocks
+// (docs/design/blocksparse.md, "CUDA").
+struct BlocksparseLayout {
+  const unsigned char* mask;
+  i64 stride_b, stride_h, stride_q, stride_k;
+  i64 block_q, block_k;  // the layout's block sizes (tokens)
+  i64 num_q_blocks, num_k_blocks;
+};
+
+// Shared memory of a CUDA block's two bitmaps over a layout row of num_k_blocks blocks.
+EJK_HD constexpr i64 bsa_bitmap_bytes(i64 num_k_blocks) { return 2 * 4 * ((num_k_blocks + 31) / 32); }
+
+// CUDA forward: flash's parameters (BHSD strides, no bias, no varlen) and the layout.
+struct BlocksparseFwdCudaParams {
+  FlashFwdParams f;
+  BlocksparseLayout layout;
+};
+
+// CUDA backward: flash's (no bias, no varlen, no dropout) and the layout.
+struct BlocksparseBwdCudaParams {
+  FlashBwdParams g;
+  BlocksparseLayout layout;
+};
+
+// Shared memory of a CUDA dK/dV block's bitmaps: a layout column per query head of the group.
+EJK_HD constexpr i64 bsa_column_bitmap_bytes(i64 group, i64 num_q_blocks) { return 4 * group * ((num_q_blocks + 31) / 32); }
+
 // Backward: FlashBwdParams (no bias), with both lists.
 struct BlocksparseBwdParams {
   FlashBwdParams g;

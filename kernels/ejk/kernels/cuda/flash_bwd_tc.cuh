@@ -120,8 +120,31 @@ __device__ __forceinline__ void bwd_grad_dropped(float& x, float& dp, float lse2
   dp = ds;
 }
 
-template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
-  using C = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockK, Cfg::kBlockQ, Cfg::kFlags, 16>;  // rows: keys
+// The (query head of the group, query tile) steps a dK/dV block visits, head-major: flash
+// attention's are every visible query tile of every head. Another walk (block-sparse attention's
+// layout columns, blocksparse_bwd.cuh) skips steps; the kernel body takes any type with these
+// members.
+struct QueryStepRange {
+  TileRange qt;  // the query tiles visible by position
+  i64 steps;     // heads of the group x qt.count()
+  __device__ __forceinline__ i64 first() const { return 0; }
+  __device__ __forceinline__ i64 next(i64 step) const { return step + 1; }
+  __device__ __forceinline__ bool done(i64 step) const { return step >= steps; }
+  __device__ __forceinline__ i64 head(i64 step) const { return step / qt.count(); }  // in the group
+  __device__ __forceinline__ int tile(i64 step) const { return qt.begin + int(step % qt.count()); }
+  // The step's position in the walk (the stage ring's): the step itself, n (steps done) unused.
+  __device__ __forceinline__ i64 ordinal(i64 step, int) const { return step; }
+};
+
+// The two kernels' tile configs: dK/dV blocks own keys (rows), dQ blocks queries.
+template <class Cfg> using BwdKvConfig = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockK, Cfg::kBlockQ, Cfg::kFlags, 16>;
+template <class Cfg> using BwdQConfig = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockQ, Cfg::kBlockK, Cfg::kFlags, 16>;
+
+// dK and dV of one (sequence, kv head, block_k keys) over the steps make_walk(m, seq, hk, k0,
+// valid_k, qt, tail) returns; `tail` is the shared memory past the staged tiles, and every thread
+// calls it once (a walk may build itself there, with barriers).
+template <class Cfg, class MakeWalk> __device__ void bwd_kv_tc_walk(const FlashBwdParams& p, MakeWalk&& make_walk) {
+  using C = BwdKvConfig<Cfg>;  // rows: keys
   constexpr int BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, P = C::kRowPitch;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   u16* sK = reinterpret_cast<u16*>(smem_raw);
@@ -145,10 +168,11 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
 
   const MaskSpec m = variant_mask<C::kFlags>(f.mask);
   const TileRange qt = visible_query_tiles<bounded_mask(C::kFlags)>(m, k0, k0 + valid_k - 1, seq.len_q, BQ);
-  const i64 group = f.heads_q / f.heads_kv, steps = group * qt.count();
+  const i64 group = f.heads_q / f.heads_kv;
   const bool segments = C::kSegments && f.q_segment_ids != nullptr;
+  const auto walk = make_walk(m, seq, hk, k0, valid_k, qt, reinterpret_cast<unsigned char*>(sSeg + 2 * BQ));
   auto load_q = [&](i64 step, int stage) {
-    const i64 h = hk * group + step / qt.count(), q0 = i64(qt.begin + step % qt.count()) * BQ;
+    const i64 h = hk * group + walk.head(step), q0 = i64(walk.tile(step)) * BQ;
     const int valid_q = int(min_of<i64>(BQ, seq.len_q - q0));
     const i64 row = seq.q_begin + q0;
     load_tile_async<C>(sQ + stage * BQ * P, static_cast<const u16*>(f.q) + seq.b * f.q_stride_b + row * f.q_stride_s + h * f.q_stride_h,
@@ -163,7 +187,8 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
       if (segments) sSeg[stage * BQ + r] = i < seq.len_q ? f.q_segment_ids[seq.index * f.q_seg_stride_b + i] : -1;
     }
   };
-  if (steps > 0) load_q(0, 0);
+  i64 step = walk.first();
+  if (!walk.done(step)) load_q(step, 0);
   cp_async_commit();
 
   // The key segment of each row this lane owns (clamped into the sequence: rows past it are not stored).
@@ -176,13 +201,14 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
   float dk[C::kMTiles][C::kDTiles][4], dv[C::kMTiles][C::kDTiles][4];
   bwd_zero<C>(dk);
   bwd_zero<C>(dv);
-  for (i64 step = 0; step < steps; ++step) {
+  for (int n = 0; !walk.done(step); ++n) {  // n: steps done
     cp_async_wait<0>();
     __syncthreads();  // this step's tiles visible; every warp done with the other stage
-    if (step + 1 < steps) load_q(step + 1, int((step + 1) & 1));
+    const i64 following = walk.next(step);
+    const int stage = int(walk.ordinal(step, n) & 1);
+    if (!walk.done(following)) load_q(following, stage ^ 1);
     cp_async_commit();
-    const int stage = int(step & 1);
-    const i64 q0 = i64(qt.begin + step % qt.count()) * BQ;
+    const i64 q0 = i64(walk.tile(step)) * BQ;
     const u16* q_tile = sQ + stage * BQ * P;
     const u16* do_tile = sdO + stage * BQ * P;
     float s[C::kMTiles][C::kNTiles][4], dp[C::kMTiles][C::kNTiles][4];
@@ -207,7 +233,7 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
           if (segments && !segment_visible(sSeg[stage * BQ + q], k_seg[half])) x = neg_inf_f32();
           if constexpr (C::kFlags.dropout) {
             // Rows are keys here: every element is its own (query, key block) Philox draw.
-            const i64 h = hk * group + step / qt.count();
+            const i64 h = hk * group + walk.head(step);
             const float z = dropout_factor(flash_dropout(p), seq.index, h, q0 + q, j);
             bwd_grad_dropped(x, dp[0][nt][2 * half + e], sLse[stage * BQ + q], sDelta[stage * BQ + q], cap_ln2, z);
           } else {
@@ -217,6 +243,7 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
     }
     pv_tile<C>(dv, s, do_tile, lane);  // dV += P^T dO
     pv_tile<C>(dk, dp, q_tile, lane);  // dK += dS^T Q
+    step = following;
   }
   cp_async_wait<0>();
   bwd_store_tile<C>(dk, f.scale, sK,
@@ -227,8 +254,16 @@ template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
                     p.dv_stride_s, valid_k, warp_row0, lane);
 }
 
-template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
-  using C = FlashFwdSm80Config<Cfg::E, Cfg::kD, Cfg::kBlockQ, Cfg::kBlockK, Cfg::kFlags, 16>;  // rows: queries
+template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
+  bwd_kv_tc_walk<Cfg>(p, [&](const MaskSpec&, const SeqSpan&, i64, i64, int, TileRange qt, unsigned char*) {
+    return QueryStepRange{qt, p.fwd.heads_q / p.fwd.heads_kv * qt.count()};
+  });
+}
+
+// dQ of one (sequence, q head, block_q queries) over the key tiles make_walk(m, seq, h, q0, tail)
+// returns (the forward's walks, flash_fwd_sm80.cuh).
+template <class Cfg, class MakeWalk> __device__ void bwd_q_tc_walk(const FlashBwdParams& p, MakeWalk&& make_walk) {
+  using C = BwdQConfig<Cfg>;  // rows: queries
   constexpr int BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, P = C::kRowPitch;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   u16* sQ = reinterpret_cast<u16*>(smem_raw);
@@ -251,14 +286,15 @@ template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
   const u16* gK = static_cast<const u16*>(f.k) + seq.b * f.k_stride_b + seq.k_begin * f.k_stride_s + hk * f.k_stride_h;
   const u16* gV = static_cast<const u16*>(f.v) + seq.b * f.v_stride_b + seq.k_begin * f.v_stride_s + hk * f.v_stride_h;
   const MaskSpec m = variant_mask<C::kFlags>(f.mask);
-  const TileRange keys = key_range<C>(m, q0, seq.len_k);
+  const auto walk = make_walk(m, seq, h, q0, reinterpret_cast<unsigned char*>(sV + 2 * BK * P));
   auto load_kv = [&](int tile, int stage) {
     const i64 k0 = i64(tile) * BK;
     const int valid_k = int(min_of<i64>(BK, seq.len_k - k0));
     load_tile_async<C>(sK + stage * BK * P, gK + k0 * f.k_stride_s, f.k_stride_s, BK, valid_k);
     load_tile_async<C>(sV + stage * BK * P, gV + k0 * f.v_stride_s, f.v_stride_s, BK, valid_k);
   };
-  if (keys.begin < keys.end) load_kv(keys.begin, 0);
+  int tile = walk.first();
+  if (!walk.done(tile)) load_kv(tile, 0);
   cp_async_commit();
 
   const TileContext<C> ctx = tile_context<C>(f, seq, h, q0, warp_row0, lane);
@@ -272,19 +308,21 @@ template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
   const float cap_ln2 = C::kSoftcap ? kLn2 / f.softcap : 0.f;
   float dq[C::kMTiles][C::kDTiles][4];
   bwd_zero<C>(dq);
-  for (int tile = keys.begin; tile < keys.end; ++tile) {
+  for (int n = 0; !walk.done(tile); ++n) {  // n: tiles done
     cp_async_wait<0>();
     __syncthreads();
-    if (tile + 1 < keys.end) load_kv(tile + 1, (tile + 1 - keys.begin) & 1);
+    const int following = walk.next(tile);
+    const int stage = int(walk.ordinal(tile, n) & 1);
+    if (!walk.done(following)) load_kv(following, stage ^ 1);
     cp_async_commit();
-    const int stage = (tile - keys.begin) & 1;
     const i64 k0 = i64(tile) * BK;
     float s[C::kMTiles][C::kNTiles][4], dp[C::kMTiles][C::kNTiles][4];
     qk_tile<C>(s, sQ, sK + stage * BK * P, warp_row0, lane);
     qk_tile<C>(dp, sdO, sV + stage * BK * P, warp_row0, lane);
     bwd_logits<C>(s, f);
     if (tile_needs_mask<C>(m, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, m, seq, k0, lane);
-    if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
+    if constexpr (C::kSegments)
+      if (walk.mixed_segments(tile)) mask_segments<C>(s, ctx, seq, k0, lane);
     if constexpr (C::kFlags.dropout) {
       // The dropout factors in place of the weights' fragment layout, then the gradient with them.
       float z[C::kMTiles][C::kNTiles][4];
@@ -305,11 +343,19 @@ template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
         for (int i = 0; i < 4; ++i) bwd_grad(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2);
     }
     pv_tile<C>(dq, dp, sK + stage * BK * P, lane);  // dQ += dS K
+    tile = following;
   }
   cp_async_wait<0>();
   bwd_store_tile<C>(dq, f.scale, sQ,
                     static_cast<u16*>(p.dq) + seq.b * p.dq_stride_b + row * p.dq_stride_s + h * p.dq_stride_h,
                     p.dq_stride_s, valid_q, warp_row0, lane);
+}
+
+template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
+  using C = BwdQConfig<Cfg>;
+  bwd_q_tc_walk<Cfg>(p, [](const MaskSpec& m, const SeqSpan& seq, i64, i64 q0, unsigned char*) {
+    return KeyTileRange{key_range<C>(m, q0, seq.len_k)};
+  });
 }
 
 }  // namespace ejk::cuda

@@ -121,8 +121,26 @@ __device__ __forceinline__ void store_o_tile(const float (&o)[C::kMTiles][C::kDT
   }
 }
 
-template <class C>
-__device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
+// The key tiles a block visits, in order: flash attention's are the range the tile classifier
+// gives. Another walk (block-sparse attention's layout row, blocksparse_fwd.cuh) skips tiles; the
+// kernel body below takes any type with these members.
+struct KeyTileRange {
+  TileRange r;
+  __device__ __forceinline__ int first() const { return r.begin; }
+  __device__ __forceinline__ int next(int tile) const { return tile + 1; }
+  __device__ __forceinline__ bool done(int tile) const { return tile >= r.end; }
+  // Whether tile may hold pairs of different segments (else mask_segments is skipped).
+  __device__ __forceinline__ bool mixed_segments(int) const { return true; }
+  // The tile's position in the walk, for the stage rings: tile - begin here; n (tiles done)
+  // for walks that skip.
+  __device__ __forceinline__ int ordinal(int tile, int) const { return tile - r.begin; }
+};
+
+// The forward of one (q block, q head, sequence) over the key tiles make_walk(mask, seq, h, q0,
+// tail) returns: `tail` is the shared memory past the K/V stages, and every thread of the block
+// calls it once (a walk may build itself there, with barriers).
+template <class C, class MakeWalk>
+__device__ __forceinline__ void flash_fwd_sm80_walk(const FlashFwdParams& p, MakeWalk&& make_walk) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   u16* sQ = reinterpret_cast<u16*>(smem_raw);                         // [kBlockQ, kRowPitch]
   u16* sK = sQ + C::kQTileElems;                                      // [kStages][kBlockK, kRowPitch]
@@ -145,10 +163,11 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
                   seq.k_begin * p.v_stride_s + hk * p.v_stride_h;
 
   const MaskSpec mask = variant_mask<C::kFlags>(p.mask);
-  const TileRange keys = key_range<C>(mask, q0, seq.len_k);
 
   load_tile_async<C>(sQ, gQ, p.q_stride_s, C::kBlockQ, valid_q);
   cp_async_commit();
+  // After the Q load is issued: a walk that reads its layout row overlaps it.
+  const auto walk = make_walk(mask, seq, h, q0, reinterpret_cast<unsigned char*>(sV + C::kStages * C::kKVTileElems));
   auto load_kv = [&](int tile, int stage) {
     const i64 k0 = i64(tile) * C::kBlockK;
     const int valid_k = int(min_of<i64>(C::kBlockK, seq.len_k - k0));
@@ -157,9 +176,10 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
     load_tile_async<C>(sV + stage * C::kKVTileElems, gV + k0 * p.v_stride_s, p.v_stride_s,
                        C::kBlockK, valid_k);
   };
+  int ahead = walk.first();  // the next tile to load
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
-    if (keys.begin + s < keys.end) load_kv(keys.begin + s, s);
+    if (!walk.done(ahead)) load_kv(ahead, s), ahead = walk.next(ahead);
     cp_async_commit();  // empty groups keep the wait counts uniform
   }
 
@@ -174,20 +194,21 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o[mt][dt][i] = 0.f;
 
-  for (int tile = keys.begin; tile < keys.end; ++tile) {
+  int step = 0;  // tiles done: the stage ring's position
+  for (int tile = walk.first(); !walk.done(tile); tile = walk.next(tile), ++step) {
     cp_async_wait<C::kStages - 2>();
     __syncthreads();  // tile's K/V visible to all warps; the oldest stage is free again
-    const int next = tile + C::kStages - 1;
-    if (next < keys.end) load_kv(next, (next - keys.begin) % C::kStages);
+    if (!walk.done(ahead)) load_kv(ahead, (step + C::kStages - 1) % C::kStages), ahead = walk.next(ahead);
     cp_async_commit();
 
-    const int stage = (tile - keys.begin) % C::kStages;
+    const int stage = step % C::kStages;
     float s[C::kMTiles][C::kNTiles][4];
     qk_tile<C>(s, sQ, sK + stage * C::kKVTileElems, warp_row0, lane);
     const i64 k0 = i64(tile) * C::kBlockK;
     logits_to_log2<C>(s, p, ctx, seq, k0, lane);
     if (tile_needs_mask<C>(mask, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, mask, seq, k0, lane);
-    if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
+    if constexpr (C::kSegments)
+      if (walk.mixed_segments(tile)) mask_segments<C>(s, ctx, seq, k0, lane);
     online_softmax<C>(s, o, rows);
     // After the row sums (the denominator does not see dropout), before P V.
     if constexpr (C::kFlags.dropout) drop_query_rows(s, flash_dropout(p), seq.index, h, q0 + warp_row0, k0, lane);
@@ -200,6 +221,13 @@ __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
   u16* gO = static_cast<u16*>(p.out) + seq.b * p.o_stride_b + (seq.q_begin + q0) * p.o_stride_s +
             h * p.o_stride_h;
   store_o_tile<C>(o, rows, sQ, gO, p.o_stride_s, valid_q, warp_row0, lane);
+}
+
+template <class C>
+__device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
+  flash_fwd_sm80_walk<C>(p, [](const MaskSpec& mask, const SeqSpan& seq, i64, i64 q0, unsigned char*) {
+    return KeyTileRange{key_range<C>(mask, q0, seq.len_k)};
+  });
 }
 
 }  // namespace ejk::cuda

@@ -75,12 +75,6 @@ void BlocksparseOp::check(const engine::Bound& b) const {
         fmt::format("{} x {} blocks per (batch, head) over {} planes is {:.3g} block pairs, more than the lists "
                     "index (2^30): take larger q_blocksize and kv_blocksize",
                     nq, nk, b.size(sym_B) * heads, pairs));
-  // The lists are planned on the host: the layout and the segment ids are read there.
-  for (int t : {block_mask, q_segment_ids, kv_segment_ids})
-    if (b.has(t) && b.tensor(t).device.kind != DeviceKind::cpu)
-      bad(op, schema().tensors()[size_t(t)].name,
-          "is read on the host to plan the block lists; expected a CPU tensor, got one on " +
-              to_string(b.tensor(t).device));
 }
 
 void BlocksparseOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
@@ -134,8 +128,10 @@ BlocksparseLists BlocksparseOp::list_shape(const engine::Bound& b) const {
   return l;
 }
 
-void BlocksparseOp::plan_metadata(const engine::Bound& b, const engine::PlanData&,
+void BlocksparseOp::plan_metadata(const engine::Bound& b, const engine::PlanData& plan,
                                   std::vector<unsigned char>& blob) const {
+  // The CUDA kernels read the layout where it is, on the device (bsa_cuda.cpp): no host lists.
+  if (plan.backend != Backend::cpu) return;
   const FlashFwdParams p = forward_params(b);
   BlocksparseListInputs in;
   in.block_mask = b.has(block_mask) ? &b.tensor(block_mask) : nullptr;
@@ -170,15 +166,19 @@ engine::CpuWork BlocksparseOp::cpu_prepare(const engine::Bound& b, const engine:
   const auto* a = reinterpret_cast<const i32*>(b.metadata->data() + sizeof h);
   l.row_offsets = a, l.row_entries = a + h.row_offsets;
   if (backward) l.col_offsets = l.row_entries + h.row_entries, l.col_entries = l.col_offsets + h.col_offsets;
-  const FlashFwdParams fp = forward_params(b);
   if (!backward) {
-    auto* p = new (params) BlocksparseFwdParams{fp, l};
+    auto* p = new (params) BlocksparseFwdParams{forward_params(b), l};
     return {flash_fwd_num_tasks(p->f, f.block_q)};
   }
-  auto* p = new (params) BlocksparseBwdParams{};
-  p->lists = l;
-  FlashBwdParams& g = p->g;
-  g.fwd = fp;
+  auto* p = new (params) BlocksparseBwdParams{backward_params(b), l};
+  if (b.has(dsoftmax_aux) && !b.has(softmax_aux))
+    std::memset(b.data(dsoftmax_aux), 0, sizeof(float));  // the 0-d placeholder reads 0
+  return {bsa_bwd_tasks(*p, f.block_q, f.block_k).total()};
+}
+
+FlashBwdParams BlocksparseOp::backward_params(const engine::Bound& b) const {
+  FlashBwdParams g{};
+  g.fwd = forward_params(b);
   auto strides = [&](int t, i64& sb, i64& ss, i64& sh) { sb = b.stride(t, 0), sh = b.stride(t, 1), ss = b.stride(t, 2); };
   g.d_out = b.data(d_out);
   g.d_lse = static_cast<const float*>(b.data(d_lse));
@@ -187,12 +187,20 @@ engine::CpuWork BlocksparseOp::cpu_prepare(const engine::Bound& b, const engine:
   strides(dq, g.dq_stride_b, g.dq_stride_s, g.dq_stride_h);
   strides(dk, g.dk_stride_b, g.dk_stride_s, g.dk_stride_h);
   strides(dv, g.dv_stride_b, g.dv_stride_s, g.dv_stride_h);
-  if (b.has(dsoftmax_aux)) {
-    if (b.has(softmax_aux)) g.dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
-    else std::memset(b.data(dsoftmax_aux), 0, sizeof(float));  // the 0-d placeholder reads 0
-  }
-  return {bsa_bwd_tasks(*p, f.block_q, f.block_k).total()};
+  if (b.has(dsoftmax_aux) && b.has(softmax_aux)) g.dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
+  return g;
 }
+
+#if !EJK_HAVE_CUDA
+void BlocksparseOp::cuda_launch(const engine::Bound&, const engine::PlanData&, engine::CudaLaunchContext&) const {
+  throw BackendUnavailable(
+      fmt::format("{}: this build has no CUDA backend (configured with EJK_ENABLE_CUDA=OFF)", name()));
+}
+int64_t BlocksparseOp::cuda_dynamic_smem(const VariantKey&) const { return 0; }
+engine::OpDef::Workspace BlocksparseOp::cuda_workspace(const engine::Bound&, const engine::PlanData&) const {
+  return {};
+}
+#endif
 
 void BlocksparseOp::reference(const engine::Bound& b, double* const* outputs) const {
   BlocksparseReferenceProblem pr;
@@ -215,6 +223,9 @@ double BlocksparseOp::flops(const engine::Bound& b) const {
   // The pairs of the listed blocks (partial blocks counted whole), 4 FLOPs per pair and head dim;
   // the backward 2.5 times that.
   if (b.args->shapes_only) return 0;
+  // A device-resident layout or segment ids are not read back to count: no count.
+  for (int t : {block_mask, q_segment_ids})
+    if (b.has(t) && b.tensor(t).device.kind != DeviceKind::cpu) return 0;
   const FlashFwdParams p = forward_params(b);
   BlocksparseListInputs in;
   in.block_mask = b.has(block_mask) ? &b.tensor(block_mask) : nullptr;

@@ -1,7 +1,8 @@
 // blocksparse_attention and blocksparse_attention_backward through the engine. One OpDef class
 // serves both (they bind the forward's arguments under the same names): the checks the specs
-// cannot state, the block lists planned on the host once per call (bsa_lists.h), the CPU tasks
-// and the float64 reference (bsa_reference.h).
+// cannot state, the block lists planned on the host once per call for the CPU kernels
+// (bsa_lists.h), the CPU tasks, the CUDA forward's launch (bsa_cuda.cpp) and the float64
+// reference (bsa_reference.h).
 #pragma once
 #include <string_view>
 
@@ -26,11 +27,17 @@ class BlocksparseOp final : public engine::OpDef {
                      std::vector<unsigned char>& blob) const override;
   void plan_facts(const engine::PlanData& plan, void* facts) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+  // CUDA (bsa_cuda.cpp): the layout is read on the device, nothing is planned.
+  void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
+  int64_t cuda_dynamic_smem(const VariantKey& key) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
   double flops(const engine::Bound& b) const override;
 
   // The forward's parameters as both ops bind them (out and lse are inputs of the backward).
   FlashFwdParams forward_params(const engine::Bound& b) const;
+  // The backward's parameters (dsoftmax_aux only where softmax_aux is given).
+  FlashBwdParams backward_params(const engine::Bound& b) const;
   // The lists' sizes and block sizes (no pointers).
   BlocksparseLists list_shape(const engine::Bound& b) const;
 
