@@ -361,14 +361,14 @@ _COMMON_DOC = """
         the softmax denominator once per query row, as in flash_attention over the whole
         sequence (the seed's XLA ring adds them at every step, so its result differs there).
       bias: added to the scaled logits, as the seed's: the local queries' rows against the keys
-        of all N devices, [B|1, Hq|1, Sq, N Sk] (the key axis is the devices' key shards
-        concatenated in device order{key_order}); or [B|1, Hq|1, N Sq, N Sk], every device's rows
-        in the same order, of which the local ones are used (the seed reads a replicated bias
-        so). Cast to query's dtype. Each step adds the block of the visiting shard's keys.
-        Differentiable (the seed's ring gives it no gradient): the local rows' gradient stays on
-        the device; for the N Sq form it is the whole gradient{bias_sum}. With logits_soft_cap
-        the cap applies to the biased logits, as in flash_attention (the seed's XLA ring caps
-        first, then adds the bias).
+        of all N devices, [B|1, Hq|1, Sq, N Sk], or every device's rows, [B|1, Hq|1, N Sq, N Sk]
+        (the seed reads a replicated bias so; the local rows are used). Cast to query's dtype;
+        each step adds the block of the visiting shard's keys. With logits_soft_cap the cap
+        applies to the biased logits, as in flash_attention (the seed's XLA ring caps first,
+        then adds the bias). Differentiable (the seed's ring gives it no gradient): the local
+        rows' gradient stays on the device; for the N Sq form it is the whole gradient
+        {bias_sum}.
+        Rows and keys are in device order: KEY_ORDER.
       causal: key j is visible from query i only if j <= i, in global positions.
       sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right],
         global positions.
@@ -425,7 +425,7 @@ ring_attention.__doc__ = _doc("""Ring attention, as ``ejkernel.modules.ring_atte
 """, "the shard of device i is the i-th of the sequence", """\
       mask_builder, chunk_size, cfg: not supported (NotImplementedError).
       fused_backward: any; there is one backward (flash_attention_backward per step).
-""").replace("{key_order}", ", i.e. the sequence's order")
+""").replace("KEY_ORDER", "the sequence's order")
 
 zigzag_ring_attention.__doc__ = _doc("""ring_attention{on} with the zigzag layout, which balances causal
     work: the gathered sequence is cut in 2N chunks and device i holds chunks i and 2N - 1 - i, in
@@ -433,9 +433,9 @@ zigzag_ring_attention.__doc__ = _doc("""ring_attention{on} with the zigzag layou
     computes half a block on every device. A sequence x [B, S, ...] goes to this layout as
     x[:, order] with order = concatenate([arange(i c, (i + 1) c), arange((2N - 1 - i) c, (2N - i) c)]
     for i in range(N)), c = S / 2N; the output comes back in the same order. Local lengths even.
-""", "device i holds chunks i and 2N - 1 - i").replace(
-    "{key_order}", ": the layout's order, so a bias b of the gathered sequence is b[:, :, order][..., key_order], "
-                   "key_order the keys' order")
+""", "device i holds chunks i and 2N - 1 - i").replace("KEY_ORDER", """the layout's, so a bias b of the
+        gathered sequence goes to it as b[:, :, order][..., key_order] (key_order: the keys'
+        order)""")
 
 WRAPPERS = (ring_attention, zigzag_ring_attention)
 
@@ -448,10 +448,10 @@ _JAX_SHARDING = """\
         (axis 1) of query, key and value."""
 _TORCH_SHARDING = "      mesh, in_specs, out_specs: None only (NotImplementedError)."
 DOCS = {"jax": {"sharding": _JAX_SHARDING, "torch_axis": "",
-                "bias_sum": " (shard_map sums a replicated input's over the devices)",
+                "bias_sum": "(shard_map sums a replicated input's over the devices)",
                 "axis_name_doc": "the mesh axis the sequence is split over (None: one device)."},
         "torch": {"on": ", on torch tensors", "sharding": _TORCH_SHARDING,
-                  "bias_sum": ", summed over the ranks (an all_reduce), as for the sinks",
+                  "bias_sum": "(summed over the ranks by an all_reduce, as the sinks')",
                   "torch_axis": " (in ejk.torch: each rank of a torch.distributed process group holds its "
                                 "shard, in rank order, and axis_name is that group)",
                   "axis_name_doc": "a torch.distributed ProcessGroup (e.g. torch.distributed.group.WORLD), "

@@ -52,14 +52,14 @@ class Backend:
     def _mask(self, c):
         return dict(causal=c.causal, sliding_window=c.window, **self.scalars)
 
-    def flash(self, q, k, v, c, segments):
-        r = self.fw.call("flash_attention", q=q, k=k, v=v, **segments, **self._mask(c))
+    def flash(self, q, k, v, c, extra):
+        r = self.fw.call("flash_attention", q=q, k=k, v=v, **extra, **self._mask(c))
         return r["out"], r["lse"]
 
-    def flash_backward(self, q, k, v, out, lse, d_out, c, segments):
-        r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **segments,
+    def flash_backward(self, q, k, v, out, lse, d_out, c, extra):
+        r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **extra,
                          **self._mask(c))
-        return tuple(r[name] for name in ("dq", "dk", "dv")) + ((r["dbias"],) if "bias" in segments else ())
+        return tuple(r[name] for name in ("dq", "dk", "dv")) + ((r["dbias"],) if "bias" in extra else ())
 
     def shard_start(self, step):
         """The first key column of the visiting shard at `step` in the bias (the ring's keys in
