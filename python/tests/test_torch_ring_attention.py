@@ -208,15 +208,21 @@ def test_arguments_are_checked_by_name():
 
 
 def test_without_a_group_it_is_flash_attention():
+    """Output and gradients (the bias's too) against the float64 reference, with a bias and
+    segment ids given as q_segment_ids / kv_segment_ids."""
     import flash_grad_reference as ref
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 12, h, 16, generator=g, requires_grad=True) for h in (4, 2, 2))
-    out = ejk_torch.ring_attention(q, k, v, causal=True, sliding_window=(4, 0))
+    q, k, v = (torch.randn(B, 12, h, 16, generator=g, requires_grad=True) for h in (4, 2, 2))
+    bias = torch.randn(1, 4, 12, 12, generator=g, requires_grad=True)
+    ids = segment_ids(12)
+    out = ejk_torch.ring_attention(q, k, v, None, bias, q_segment_ids=ids, kv_segment_ids=ids, causal=True,
+                                   sliding_window=(4, 0))
     out.sum().backward()
-    x64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    want, _ = ref.attention(torch, *x64, ref.visible_mask(torch, 12, 12, causal=True, window=(4, 0)))
+    x64 = [t.detach().double().requires_grad_() for t in (q, k, v, bias)]
+    vis = ref.visible_mask(torch, 12, 12, causal=True, window=(4, 0), q_seg=ids, kv_seg=ids)
+    want, _ = ref.attention(torch, *x64[:3], vis, bias=x64[3])
     want.sum().backward()
-    for got, exp in zip((out, q.grad, k.grad, v.grad), (want, *(t.grad for t in x64))):
+    for got, exp in zip((out, q.grad, k.grad, v.grad, bias.grad), (want, *(t.grad for t in x64))):
         assert rel_l2(got, exp) <= 1e-5
 
 
