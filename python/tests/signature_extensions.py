@@ -3,6 +3,8 @@ call the seed takes means the same here): op -> names. The signature tests drop 
 comparing with the seed and check they are keyword-only with a None default."""
 _VARLEN = {"cu_seqlens"}
 EXTENSIONS = {name: _VARLEN for name in ("state_space_v1", "ssm1", "mamba1", "state_space_v2", "ssm2", "mamba2")}
+# Segment ids without a MaskInfo (which needs JAX): torch's way to give them, JAX's too.
+EXTENSIONS["ring_attention"] = {"q_segment_ids", "kv_segment_ids"}
 
 
 def seed_part(name, params):

@@ -3,11 +3,13 @@ against the dense mask of the gathered sequence (every visible pair computed exa
 masked block skipped, zigzag's causal work balanced), then the ring on 2, 3, 4 and 8 virtual CPU
 devices against JAX's float64 autodiff of flash_grad_reference.attention on the gathered
 sequence and against ejk.jax.flash_attention there: output and the gradients of query, key,
-value and sinks, with causal, windows, soft cap, GQA, sinks, bfloat16, a padded head_dim, key
-shards longer than the query shards, both layouts, under our shard_map (mesh=, also with the
-batch sharded over a second mesh axis) and inside a caller's shard_map with check_vma on; and
-the traced program: each next shard sent before a step's kernels, a masked block a switch branch
-with no kernel.
+value, sinks and bias, with causal, windows, soft cap, GQA, sinks, a bias (the device's rows,
+sharded, or every row, replicated; broadcast batch or heads), segment ids (from mask_info or
+given), bfloat16, a padded head_dim, key shards longer than the query shards, both layouts,
+under our shard_map (mesh=, also with the batch sharded over a second mesh axis) and inside a
+caller's shard_map with check_vma on; and the traced program: each next shard sent before a
+step's kernels, a masked block a switch branch with no kernel, a ring of one (with a bias too)
+one flash_attention call.
 XLA reads the device count once, when jax starts, so the ring cases run in one fresh process
 (this module as a script); the pytest process keeps its one device."""
 import itertools
@@ -123,11 +125,10 @@ def test_unsupported_arguments_are_refused_by_name(rng):
     from ejk.types import MaskInfo
     with pytest.raises(NotImplementedError, match="mask_info: only segment ids"):
         jax.block_until_ready(ring_attention(q, k, v, mask_info=MaskInfo.from_segments(jnp.zeros((1, 8), jnp.int32)).apply_causal()))
-    with pytest.raises(NotImplementedError, match="ring_attention: bias is not supported"):
-        jax.block_until_ready(ring_attention(q, k, v, None, jnp.zeros((1, 2, 8, 8))))
 
 
 def test_bad_arguments_name_what_was_expected(rng):
+    from ejk.types import MaskInfo
     q, k, v = small(rng, s=6)
     with pytest.raises(ValueError, match="zigzag_ring_attention: query: the local sequence length must be even"):
         jax.block_until_ready(zigzag_ring_attention(q[:, :5], k[:, :5], v[:, :5]))
@@ -143,8 +144,25 @@ def test_bad_arguments_name_what_was_expected(rng):
         jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 6, out_specs=spec))
     with pytest.raises(ValueError, match=r"in_specs\[1\] \(key\): expected the sequence axis"):
         jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec, P(), spec, None, None), out_specs=spec))
-    with pytest.raises(NotImplementedError, match=r"in_specs\[4\] \(bias\)"):
-        jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 3 + (None, spec), out_specs=spec))
+    bias = jnp.asarray(rng.standard_normal((1, 2, 6, 6)), jnp.float32)
+    with pytest.raises(ValueError, match=r"in_specs\[4\] \(bias\): expected its key axis \(axis 3\) whole"):
+        jax.block_until_ready(ring_attention(q, k, v, None, bias, axis_name="sp", mesh=mesh,
+                                             in_specs=(spec,) * 3 + (None, P(None, None, None, "sp")), out_specs=spec))
+    with pytest.raises(ValueError, match=r"bias: expected \[B\|1, Hq\|1, Sq, N Sk\].*got \(1, 2, 6, 5\)"):
+        jax.block_until_ready(ring_attention(q, k, v, None, bias[..., :5]))
+    ids = jnp.zeros((1, 6), jnp.int32)
+    with pytest.raises(ValueError, match="q_segment_ids, kv_segment_ids: expected both or neither"):
+        jax.block_until_ready(ring_attention(q, k, v, q_segment_ids=ids))
+    with pytest.raises(ValueError, match="kv_segment_ids: expected \\[1, 6\\]"):
+        jax.block_until_ready(ring_attention(q, k, v, q_segment_ids=ids, kv_segment_ids=ids[:, :4]))
+    with pytest.raises(ValueError, match="q_segment_ids: expected int32, got float32"):
+        jax.block_until_ready(ring_attention(q, k, v, q_segment_ids=ids * 1.0, kv_segment_ids=ids))
+    with pytest.raises(ValueError, match="not with mask_info"):
+        jax.block_until_ready(ring_attention(q, k, v, q_segment_ids=ids, kv_segment_ids=ids,
+                                             mask_info=MaskInfo.from_segments(ids)))
+    with pytest.raises(NotImplementedError, match="not with mesh/in_specs/out_specs"):
+        jax.block_until_ready(ring_attention(q, k, v, q_segment_ids=ids, kv_segment_ids=ids, axis_name="sp",
+                                             mesh=mesh, in_specs=(spec,) * 3 + (None, None), out_specs=spec))
     with pytest.raises(ValueError, match="out_specs: expected"):
         jax.block_until_ready(ring_attention(q, k, v, axis_name="sp", mesh=mesh, in_specs=(spec,) * 3 + (None, None), out_specs=P()))
 
@@ -160,17 +178,20 @@ def _primitives(jaxpr):
     return counts
 
 
-def test_one_device_is_flash_attention(rng):
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_one_device_is_flash_attention(rng, with_bias):
     """A ring of one is one flash_attention call: the same bits, and no work in the program
-    beyond flash_attention's (no zero fill, float32 copy or merge), forward and backward."""
+    beyond flash_attention's (no zero fill, float32 copy, slice or merge), forward and backward,
+    with a bias too (its gradient included)."""
     from ejk.jax import flash_attention
     q, k, v = small(rng)
+    x = [q, k, v] + ([jnp.asarray(rng.standard_normal((1, 2, 8, 8)), jnp.float32)] if with_bias else [])
     opts = dict(causal=True, sliding_window=(3, 1))
-    ring = lambda q, k, v: ring_attention(q, k, v, **opts)  # noqa: E731
-    flash = lambda q, k, v: flash_attention(q, k, v, **opts)  # noqa: E731
-    np.testing.assert_array_equal(np.asarray(jax.jit(ring)(q, k, v)), np.asarray(flash(q, k, v)))
-    for f in (lambda g: g, lambda g: jax.grad(lambda *a: g(*a).sum(), argnums=(0, 1, 2))):
-        got, want = (_primitives(jax.make_jaxpr(f(g))(q, k, v).jaxpr) for g in (ring, flash))
+    ring = lambda q, k, v, *b: ring_attention(q, k, v, None, *b, **opts)  # noqa: E731
+    flash = lambda q, k, v, *b: flash_attention(q, k, v, *b, **opts)  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(jax.jit(ring)(*x)), np.asarray(flash(*x)))
+    for f in (lambda g: g, lambda g: jax.grad(lambda *a: g(*a).sum(), argnums=tuple(range(len(x))))):
+        got, want = (_primitives(jax.make_jaxpr(f(g))(*x).jaxpr) for g in (ring, flash))
         assert got["ffi_call"] == want["ffi_call"] >= 1
         assert not got - want, got - want
 
@@ -201,9 +222,22 @@ CASES = {
     "plain_causal_segments_3": (3, "plain", "float32", dict(causal=True), None, 16, "segments"),
     "zigzag_causal_segments_sinks_2": (2, "zigzag", "float32", dict(causal=True), (4, 2), 16, "segments"),
     "plain_window_segments_bf16_4": (4, "plain", "bfloat16", dict(sliding_window=(6, 2)), None, 16, "segments"),
+    # a bias (BIAS gives its shape), under our shard_map or a caller's
+    "plain_causal_bias_3": (3, "plain", "float32", dict(causal=True), None, 16, "mesh"),
+    "plain_full_bias_every_row_2": (2, "plain", "float32", {}, (4, 2), 16, "mesh"),
+    "zigzag_causal_bias_4": (4, "zigzag", "float32", dict(causal=True), None, 12, "mesh"),
+    # with q_segment_ids / kv_segment_ids given as they are, inside a caller's shard_map
+    "zigzag_window_softcap_bias_ids_3": (3, "zigzag", "float32", dict(sliding_window=(6, 4), logits_soft_cap=3.0),
+                                         None, 16, "ids"),
+    "zigzag_causal_bias_every_row_bf16_2": (2, "zigzag", "bfloat16", dict(causal=True), None, 16, "shard_map"),
 }
 LOCAL, B, HQ, HKV = 8, 2, 4, 2
-LOCAL_KEYS = {"plain_causal_window_longer_keys_3": 12, "zigzag_window_longer_keys_2": 12}  # else LOCAL
+LOCAL_KEYS = {"plain_causal_window_longer_keys_3": 12, "zigzag_window_longer_keys_2": 12,
+              "plain_causal_bias_3": 12}  # else LOCAL
+# name: (bias's batch and head sizes, its rows: "local" (the device's, sharded) or "ring" (all, replicated))
+BIAS = {"plain_causal_bias_3": ((B, HQ), "local"), "plain_full_bias_every_row_2": ((1, HQ), "ring"),
+        "zigzag_causal_bias_4": ((1, HQ), "local"), "zigzag_window_softcap_bias_ids_3": ((B, 1), "local"),
+        "zigzag_causal_bias_every_row_bf16_2": ((1, 1), "ring")}
 
 
 def zigzag_order(n, length):
@@ -236,38 +270,57 @@ def run_case(name):
     s, sk = LOCAL * n, LOCAL_KEYS.get(name, LOCAL) * n
     dt = jnp.dtype(dtype)
     x = [jnp.asarray(rng.standard_normal((B, length, h, d)), dt) for length, h in ((s, HQ), (sk, HKV), (sk, HKV))]
+    names = ["dq", "dk", "dv"]
     if sinks is not None:
         x.append(jnp.asarray(rng.standard_normal(sinks), jnp.float32))
+        names.append("dsinks")
+    bias_shape, bias_rows = BIAS.get(name, (None, None))
+    if bias_shape is not None:  # float32 for a bfloat16 ring too: the ring casts it, the gradient comes back cast
+        x.append(jnp.asarray(rng.standard_normal(bias_shape + (s, sk)), jnp.float32))
+        names.append("dbias")
     w = jnp.asarray(rng.standard_normal((B, s, HQ, d)), jnp.float32)
     order = zigzag_order(n, s) if layout == "zigzag" else np.arange(s)
     key_order = zigzag_order(n, sk) if layout == "zigzag" else np.arange(sk)
-    ids = (segment_ids(rng, s), segment_ids(rng, sk)) if where == "segments" else None
-    back = np.argsort(order)
+    ids = (segment_ids(rng, s), segment_ids(rng, sk)) if where in ("segments", "ids") else None
+    back, key_back = np.argsort(order), np.argsort(key_order)
     if where == "mesh2d":  # batch over "data" too: the ring runs within each row of the mesh
         mesh = Mesh(np.array(jax.devices()[:2 * n]).reshape(2, n), ("data", "sp"))
         seq = P("data", "sp")
     else:
         mesh = Mesh(np.array(jax.devices()[:n]), ("sp",))
         seq = P(None, "sp")
-    specs = (seq, seq, seq) + ((P(),) if sinks is not None else ())
+    # The bias of the device's rows is split over "sp" as the queries are; every row's is replicated.
+    bias_spec = P(None, None, "sp") if bias_rows == "local" else P()
+    specs = (seq, seq, seq) + ((P(),) if sinks is not None else ()) + ((bias_spec,) if bias_rows else ())
     fn = ring_attention if layout == "plain" else zigzag_ring_attention
+
+    def split(a):  # (q, k, v), sinks or None, bias or None
+        aux = a[3] if sinks is not None else None
+        return a[:3], aux, a[-1] if bias_rows else None
 
     def ring(*a):
         if where in ("mesh", "mesh2d"):
-            extra = (None, None) if sinks is None else (None,)
-            return fn(*a, axis_name="sp", mesh=mesh, in_specs=specs + extra, out_specs=seq, **opts)
-        if where == "segments":  # the ids' shards as extra operands, the layout's order as the sequences'
-            def body(*local):
-                mask = MaskInfo.from_segments(local[-2], local[-1])
-                return fn(*local[:-2], axis_name="sp", mask_info=mask, **opts)
-            laid_ids = (jnp.asarray(ids[0][:, order]), jnp.asarray(ids[1][:, key_order]))
-            return jax.shard_map(body, mesh=mesh, in_specs=specs + (P(None, "sp"),) * 2, out_specs=seq,
-                                 check_vma=True)(*a, *laid_ids)
-        body = lambda *local: fn(*local, axis_name="sp", **opts)  # noqa: E731
-        return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=seq, check_vma=True)(*a)
+            qkv, aux, bias = split(a)
+            full_specs = (seq, seq, seq, P() if sinks is not None else None, bias_spec if bias_rows else None)
+            return fn(*qkv, aux, bias, axis_name="sp", mesh=mesh, in_specs=full_specs, out_specs=seq, **opts)
+        laid_ids = () if ids is None else (jnp.asarray(ids[0][:, order]), jnp.asarray(ids[1][:, key_order]))
 
-    def permuted(a):  # the sequences in the layout's order, the sinks as they are
-        return [a[0][:, order], a[1][:, key_order], a[2][:, key_order]] + list(a[3:])
+        def body(*local):  # a caller's shard_map: the ids' shards as extra operands, in the layout's order
+            qkv, aux, bias = split(local[:len(a)])
+            seg = {}
+            if where == "segments":
+                seg = dict(mask_info=MaskInfo.from_segments(*local[len(a):]))
+            elif where == "ids":
+                seg = dict(zip(("q_segment_ids", "kv_segment_ids"), local[len(a):]))
+            return fn(*qkv, aux, bias, axis_name="sp", **seg, **opts)
+        return jax.shard_map(body, mesh=mesh, in_specs=specs + (P(None, "sp"),) * len(laid_ids), out_specs=seq,
+                             check_vma=True)(*a, *laid_ids)
+
+    def permuted(a):  # the sequences (and the bias's rows and keys) in the layout's order, the sinks as they are
+        laid = [a[0][:, order], a[1][:, key_order], a[2][:, key_order]] + list(a[3:])
+        if bias_rows:
+            laid[-1] = laid[-1][:, :, order][..., key_order]
+        return laid
 
     def loss(*a):
         return jnp.sum(ring(*a).astype(jnp.float32) * w[:, order])
@@ -275,13 +328,14 @@ def run_case(name):
     laid = permuted(x)
     out = jax.jit(ring)(*laid)[:, back]
     grads = jax.jit(jax.grad(loss, argnums=tuple(range(len(x)))))(*laid)
-    key_back = np.argsort(key_order)
     grads = [grads[0][:, back], grads[1][:, key_back], grads[2][:, key_back]] + list(grads[3:])
+    if bias_rows:
+        grads[-1] = grads[-1][:, :, back][..., key_back]
 
     def flash(*a):
-        aux = a[3] if len(a) > 3 else None
+        qkv, aux, bias = split(a)
         mask = None if ids is None else MaskInfo.from_segments(jnp.asarray(ids[0]), jnp.asarray(ids[1]))
-        return flash_attention(a[0], a[1], a[2], None, None, None, aux, mask_info=mask, **opts)
+        return flash_attention(*qkv, bias, None, None, aux, mask_info=mask, **opts)
 
     flash_out = flash(*x)
     flash_grads = jax.grad(lambda *a: jnp.sum(flash(*a).astype(jnp.float32) * w), argnums=tuple(range(len(x))))(*x)
@@ -291,15 +345,17 @@ def run_case(name):
                                q_seg=None if ids is None else ids[0], kv_seg=None if ids is None else ids[1])
 
         def reference(*a):
-            return ref.attention(jnp, a[0], a[1], a[2], vis, sinks=a[3] if len(a) > 3 else None,
-                                 scale=opts.get("softmax_scale"), softcap=opts.get("logits_soft_cap"))[0]
+            (q, k, v), aux, bias = split(a)
+            if bias is not None and dtype != "float32":  # the bias the ring sees: cast to query's dtype
+                bias = bias.astype(dt).astype(jnp.float64)
+            return ref.attention(jnp, q, k, v, vis, bias=bias, sinks=aux, scale=opts.get("softmax_scale"),
+                                 softcap=opts.get("logits_soft_cap"))[0]
         want = reference(*x64)
         w64 = jnp.asarray(np.asarray(w, np.float64))
         want_grads = jax.grad(lambda *a: jnp.sum(reference(*a) * w64), argnums=tuple(range(len(x))))(*x64)
-    names = ("out", "dq", "dk", "dv", "dsinks")
-    return {"reference": dict(zip(names, [rel_l2(out, want)] + [rel_l2(g, r) for g, r in zip(grads, want_grads)])),
-            "flash": dict(zip(names, [rel_l2(out, flash_out)] + [rel_l2(g, r) for g, r in zip(grads, flash_grads)])),
-            "dtype": dtype}
+    errors = {against: dict(zip(["out"] + names, [rel_l2(out, o)] + [rel_l2(g, r) for g, r in zip(grads, gs)]))
+              for against, o, gs in (("reference", want, want_grads), ("flash", flash_out, flash_grads))}
+    return dict(errors, dtype=dtype)
 
 
 def _subjaxprs(eqn):

@@ -1,10 +1,12 @@
 """ejk.torch.ring_attention and zigzag_ring_attention over a gloo process group of 2, 3 and 4
 CPU processes (torch.multiprocessing spawn): every rank's output shard and its gradients of
-query, key, value and sinks against torch's float64 autograd of flash_grad_reference.attention
-on the gathered sequence, and against ejk.torch.flash_attention there; causal, windows, soft
-cap, GQA, sinks once (their gradient summed over the ranks), bfloat16, a padded head_dim, both
-layouts, and a ring over a subgroup whose ranks are not the global ones. The ring runs in a
-fresh process (this module as a script) that spawns the ranks."""
+query, key, value, sinks and bias against torch's float64 autograd of
+flash_grad_reference.attention on the gathered sequence, and against ejk.torch's flash
+attention there; causal, windows, soft cap, GQA, sinks once (their gradient summed over the
+ranks), a bias (the rank's rows, or every rank's with the gradient summed), segment ids
+(q_segment_ids / kv_segment_ids), bfloat16, a padded head_dim, both layouts, and a ring over a
+subgroup whose ranks are not the global ones. The ring runs in a fresh process (this module as
+a script) that spawns the ranks."""
 import json
 import math
 import os
@@ -25,16 +27,25 @@ import ejk.torch as ejk_torch  # noqa: E402
 LOCAL, B, HQ, HKV = 8, 2, 4, 2
 
 # name: (layout, dtype, options, sinks shape, head_dim); each group runs on one process group.
+# Options beyond the ring's: compiled (under torch.compile), bias ((batch, heads), rows: "local",
+# the rank's, or "ring", every rank's), segments (q_segment_ids / kv_segment_ids).
 GROUPS = {
     2: {"plain_causal_sinks": ("plain", "float32", dict(causal=True), (4, 2), 16),
         # under torch.compile: causal leaves a side of the band infinite, which tracing turned into float slices
         "zigzag_causal_compiled": ("zigzag", "float32", dict(causal=True, compiled=True), None, 16),
-        "zigzag_causal": ("zigzag", "float32", dict(causal=True), None, 16)},
+        "zigzag_causal": ("zigzag", "float32", dict(causal=True), None, 16),
+        "plain_bias_segments": ("plain", "float32", dict(bias=((2, 4), "local"), segments=True), None, 16),
+        "zigzag_window_bias_every_row": ("zigzag", "float32", dict(sliding_window=(5, 3), bias=((1, 4), "ring")),
+                                         (4, 2), 16)},
     3: {"plain_causal_window": ("plain", "float32", dict(causal=True, sliding_window=(5, 0)), None, 16),
         "zigzag_window_softcap": ("zigzag", "float32", dict(sliding_window=(7, 2), logits_soft_cap=2.5), None, 16),
-        "plain_full_padded": ("plain", "float32", dict(softmax_scale=0.3), None, 12)},
+        "plain_full_padded": ("plain", "float32", dict(softmax_scale=0.3), None, 12),
+        "zigzag_causal_bias_segments": ("zigzag", "float32", dict(causal=True, bias=((1, 4), "local"), segments=True),
+                                        None, 16),
+        "plain_causal_bias_every_row": ("plain", "float32", dict(causal=True, bias=((2, 1), "ring")), None, 16)},
     4: {"zigzag_causal_window_sinks": ("zigzag", "float32", dict(causal=True, sliding_window=(6, 0)), (3,), 16),
-        "plain_causal_bf16": ("plain", "bfloat16", dict(causal=True), None, 16)},
+        "plain_causal_bf16": ("plain", "bfloat16", dict(causal=True), None, 16),
+        "zigzag_bias_bf16": ("zigzag", "bfloat16", dict(bias=((2, 4), "local")), None, 16)},
 }
 CASES = {name: n for n, cases in GROUPS.items() for name in cases}
 # A ring over a subgroup of the 4 processes (ranks 1 and 3): group ranks are not global ranks.
@@ -55,52 +66,73 @@ def rel_l2(got, want):
     return float((got - want).norm() / max(float(want.norm()), 1e-30))
 
 
+def segment_ids(length):
+    """[B, length] int32 ids in runs of random length, the second row's last 3 positions padding."""
+    ids = np.sort(np.random.default_rng(length).integers(0, 3, (B, length)), axis=1).astype(np.int32)
+    ids[1, -3:] = -1
+    return torch.from_numpy(ids)
+
+
 def run_case(rank, n, spec, group=None):
     """This rank's errors (its rank in `group`, default the world): its rows of the output and
-    of dq, dk, dv, and the sinks' gradient."""
+    of dq, dk, dv, and the gradients of the sinks and the bias (the rank's rows of the bias, or
+    the whole bias where every rank holds it)."""
     import torch.distributed as dist
     import flash_grad_reference as ref
     group = dist.group.WORLD if group is None else group
     layout, dtype, opts, sinks, d = spec
     opts = dict(opts)
     compiled = opts.pop("compiled", False)
+    bias_shape, bias_rows = opts.pop("bias", (None, None))
+    ids = (segment_ids(LOCAL * n), segment_ids(LOCAL * n)) if opts.pop("segments", False) else None
     g = torch.Generator().manual_seed(1234)  # the same inputs on every rank
     s = LOCAL * n
     dt = getattr(torch, dtype)
     x = [torch.randn(B, s, h, d, generator=g).to(dt) for h in (HQ, HKV, HKV)]
-    if sinks is not None:
-        x.append(torch.randn(*sinks, generator=g))
+    names = ["dq", "dk", "dv"]
+    x.append(torch.randn(*sinks, generator=g) if sinks is not None else None)
+    x.append(torch.randn(*bias_shape, s, s, generator=g) if bias_shape is not None else None)
+    names += ["dsinks", "dbias"]
     w = torch.randn(B, s, HQ, d, generator=g)
     order = zigzag_order(n, s) if layout == "zigzag" else np.arange(s)
     mine = torch.as_tensor(order[rank * LOCAL:(rank + 1) * LOCAL])
 
-    local = [y[:, mine].clone().requires_grad_() for y in x[:3]] + [y.clone().requires_grad_() for y in x[3:]]
+    def laid_bias(b):  # rows and keys in the layout's order; the rank's rows, or all
+        b = b[:, :, order][..., order]
+        return b[:, :, rank * LOCAL:(rank + 1) * LOCAL] if bias_rows == "local" else b
+
+    local = [y[:, mine] for y in x[:3]] + [x[3], None if x[4] is None else laid_bias(x[4])]
+    local = [None if y is None else y.clone().requires_grad_() for y in local]
+    seg = {} if ids is None else dict(q_segment_ids=ids[0][:, mine], kv_segment_ids=ids[1][:, mine])
     fn = ejk_torch.ring_attention if layout == "plain" else ejk_torch.zigzag_ring_attention
     if compiled:
         fn = torch.compile(fn)
-    out = fn(*local, axis_name=group, **opts)
+    out = fn(*local, axis_name=group, **seg, **opts)
     (out.float() * w[:, mine]).sum().backward()
 
-    whole = [y.clone().requires_grad_() for y in x]
-    aux = whole[3] if sinks is not None else None
-    flash = ejk_torch.flash_attention(whole[0], whole[1], whole[2], None, None, None, aux, **opts)
+    whole = [None if y is None else y.clone().requires_grad_() for y in x]
+    flash_seg = {} if ids is None else dict(q_segment_ids=ids[0], kv_segment_ids=ids[1])
+    flash, _ = ejk_torch.flash_attention_with_lse(whole[0], whole[1], whole[2], whole[4], None, None, whole[3],
+                                                  **flash_seg, **opts)
     (flash.float() * w).sum().backward()
 
-    x64 = [y.double().requires_grad_() for y in x]
-    vis = ref.visible_mask(torch, s, s, causal=opts.get("causal", False), window=opts.get("sliding_window"))
-    want, _ = ref.attention(torch, x64[0], x64[1], x64[2], vis, sinks=x64[3] if sinks is not None else None,
+    x64 = [None if y is None else y.double().requires_grad_() for y in x]
+    vis = ref.visible_mask(torch, s, s, causal=opts.get("causal", False), window=opts.get("sliding_window"),
+                           q_seg=None if ids is None else ids[0], kv_seg=None if ids is None else ids[1])
+    bias64 = x64[4] if x64[4] is None or dtype == "float32" else x64[4].to(dt).double()  # as the ring casts it
+    want, _ = ref.attention(torch, x64[0], x64[1], x64[2], vis, bias=bias64, sinks=x64[3],
                             scale=opts.get("softmax_scale"), softcap=opts.get("logits_soft_cap"))
     (want * w.double()).sum().backward()
 
-    def rows(t, i):  # a gathered tensor's rows for this rank (the sinks are not split)
-        return t[:, mine] if i < 3 else t
-    names = ("dq", "dk", "dv", "dsinks")
-    return {"reference": dict([("out", rel_l2(out, want[:, mine]))] +
-                              [(nm, rel_l2(a.grad, rows(b.grad, i))) for i, (nm, a, b) in
-                               enumerate(zip(names, local, x64))]),
-            "flash": dict([("out", rel_l2(out, flash[:, mine]))] +
-                          [(nm, rel_l2(a.grad, rows(b.grad, i))) for i, (nm, a, b) in
-                           enumerate(zip(names, local, whole))]),
+    def rows(t, i):  # a gathered tensor's rows for this rank (the sinks are not split; the bias as given)
+        return t[:, mine] if i < 3 else laid_bias(t) if i == 4 else t
+
+    def errors(ring_out, full_out, full):
+        pairs = [("out", rel_l2(ring_out, full_out))]
+        pairs += [(nm, rel_l2(a.grad, rows(b.grad, i))) for i, (nm, a, b) in enumerate(zip(names, local, full))
+                  if a is not None]
+        return dict(pairs)
+    return {"reference": errors(out, want[:, mine], x64), "flash": errors(out, flash[:, mine], whole),
             "dtype": dtype}
 
 
@@ -162,22 +194,35 @@ def test_arguments_are_checked_by_name():
         ejk_torch.ring_attention(q, q, q, axis_name="sp")
     with pytest.raises(NotImplementedError, match="ring_attention: mesh is not supported"):
         ejk_torch.ring_attention(q, q, q, mesh=object())
-    with pytest.raises(NotImplementedError, match="ring_attention: bias is not supported"):
-        ejk_torch.ring_attention(q, q, q, None, torch.zeros(1, 2, 8, 8))
+    with pytest.raises(ValueError, match=r"bias: expected \[B\|1, Hq\|1, Sq, N Sk\].*got \(1, 2, 8, 7\)"):
+        ejk_torch.ring_attention(q, q, q, None, torch.zeros(1, 2, 8, 7))
+    ids = torch.zeros(1, 8, dtype=torch.int32)
+    with pytest.raises(ValueError, match="q_segment_ids, kv_segment_ids: expected both or neither"):
+        ejk_torch.ring_attention(q, q, q, kv_segment_ids=ids)
+    with pytest.raises(ValueError, match="kv_segment_ids: expected int32, got int64"):
+        ejk_torch.ring_attention(q, q, q, q_segment_ids=ids, kv_segment_ids=ids.long())
+    with pytest.raises(ValueError, match=r"q_segment_ids: expected \[1, 8\]"):
+        ejk_torch.ring_attention(q, q, q, q_segment_ids=ids[:, :4], kv_segment_ids=ids)
     with pytest.raises(ValueError, match="zigzag_ring_attention: key: the local sequence length must be even"):
         ejk_torch.zigzag_ring_attention(q, q[:, :7], q[:, :7])
 
 
 def test_without_a_group_it_is_flash_attention():
+    """Output and gradients (the bias's too) against the float64 reference, with a bias and
+    segment ids given as q_segment_ids / kv_segment_ids."""
     import flash_grad_reference as ref
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 12, h, 16, generator=g, requires_grad=True) for h in (4, 2, 2))
-    out = ejk_torch.ring_attention(q, k, v, causal=True, sliding_window=(4, 0))
+    q, k, v = (torch.randn(B, 12, h, 16, generator=g, requires_grad=True) for h in (4, 2, 2))
+    bias = torch.randn(1, 4, 12, 12, generator=g, requires_grad=True)
+    ids = segment_ids(12)
+    out = ejk_torch.ring_attention(q, k, v, None, bias, q_segment_ids=ids, kv_segment_ids=ids, causal=True,
+                                   sliding_window=(4, 0))
     out.sum().backward()
-    x64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    want, _ = ref.attention(torch, *x64, ref.visible_mask(torch, 12, 12, causal=True, window=(4, 0)))
+    x64 = [t.detach().double().requires_grad_() for t in (q, k, v, bias)]
+    vis = ref.visible_mask(torch, 12, 12, causal=True, window=(4, 0), q_seg=ids, kv_seg=ids)
+    want, _ = ref.attention(torch, *x64[:3], vis, bias=x64[3])
     want.sum().backward()
-    for got, exp in zip((out, q.grad, k.grad, v.grad), (want, *(t.grad for t in x64))):
+    for got, exp in zip((out, q.grad, k.grad, v.grad, bias.grad), (want, *(t.grad for t in x64))):
         assert rel_l2(got, exp) <= 1e-5
 
 

@@ -134,12 +134,17 @@ def _covers(c, q, k):
     return c.q0 == 0 and c.nq == q.shape[1] and c.k0 == 0 and c.nk == k.shape[1]
 
 
-def segment_args(q_ids, kv, c):
-    """flash_attention's segment-id tensors for call c (its query rows, the visiting keys; the
-    ids travel with their shard as kv[2]), none without mask_info."""
-    if q_ids is None:
-        return {}
-    return {"q_segment_ids": q_ids[:, c.q0:c.q0 + c.nq], "kv_segment_ids": kv[2][:, c.k0:c.k0 + c.nk]}
+def call_args(be, step, local, kv, c):
+    """flash_attention's extra tensors for call c at `step`: the segment ids of its query rows and
+    of the visiting keys (which travel with their shard as kv[2]), and the block of the bias
+    (local[1], this device's rows against every shard's keys) for those rows and keys."""
+    q_ids, bias = local
+    args = {}
+    if q_ids is not None:
+        args.update(q_segment_ids=q_ids[:, c.q0:c.q0 + c.nq], kv_segment_ids=kv[2][:, c.k0:c.k0 + c.nk])
+    if bias is not None:
+        args["bias"] = be.bias_block(bias, be.shard_start(step) + c.k0, c)
+    return args
 
 
 def _f32(be, xs):
@@ -147,10 +152,10 @@ def _f32(be, xs):
     return tuple(be.f32(x) for x in xs)
 
 
-def _forward_calls(be, calls, q, q_ids, kv, acc):
+def _forward_calls(be, step, calls, q, local, kv, acc):
     for c in calls:
         o, l = be.flash(q[:, c.q0:c.q0 + c.nq], kv[0][:, c.k0:c.k0 + c.nk], kv[1][:, c.k0:c.k0 + c.nk], c,
-                        segment_args(q_ids, kv, c))
+                        call_args(be, step, local, kv, c))
         if acc is None and _covers(c, q, kv[0]):  # nothing to merge with: the kernel's result as it is
             acc = o, l
             continue
@@ -160,19 +165,20 @@ def _forward_calls(be, calls, q, q_ids, kv, acc):
     return acc
 
 
-def forward(be, q, k, v, q_ids=None, kv_ids=None):
+def forward(be, q, k, v, q_ids=None, kv_ids=None, bias=None):
     """(out, lse) of the local queries against every shard: one step per device, the next
     shard's transfer started before this step's kernels. The accumulator starts as the first
     kernel's result where that spans every row, so a ring of one is one flash_attention call;
     merges run in float32. It is materialized first where devices run different calls (a JAX
     lax.switch needs one state type for every branch). Segment ids, where given, travel with
-    their key/value shard."""
+    their key/value shard; the bias (this device's rows, every shard's keys) stays."""
     acc, kv = None, (k, v) if kv_ids is None else (k, v, kv_ids)
     for step in range(be.n):
         if acc is None and not be.same_calls(step):
             acc = be.zeros_like(q), be.empty_lse(q)
         pending = be.send_next(kv) if step + 1 < be.n else None
-        acc = be.step(step, lambda calls, acc, kv: _forward_calls(be, calls, q, q_ids, kv, acc), acc, kv)
+        acc = be.step(step, lambda calls, acc, kv: _forward_calls(be, step, calls, q, (q_ids, bias), kv, acc), acc,
+                      kv)
         if be.n > 1 and acc is not None:
             acc = _f32(be, acc)
         kv = pending.wait() if pending is not None else None
@@ -187,35 +193,48 @@ def _sum(be, acc, like, start, x):
     return be.add(be.f32(acc) if acc is not None else be.zeros_like(like), 1, start, be.f32(x))
 
 
-def _backward_calls(be, calls, q, q_ids, kv, saved, grads):
+def _sum_bias(be, acc, bias, col, c, g):
+    """acc + g at rows [c.q0, c.q0 + c.nq) and key columns [col, col + c.nk) of the bias; acc
+    None: g itself where it spans the whole bias (a ring of one), else zeros first; float32."""
+    if acc is None and c.nq == bias.shape[2] and c.nk == bias.shape[3]:
+        return g
+    return be.add_bias_block(be.f32(acc) if acc is not None else be.zeros_like(bias), col, c, be.f32(g))
+
+
+def _backward_calls(be, step, calls, q, local, kv, saved, grads):
     out, lse, d_out = saved
-    dq, dk, dv = grads
+    dq, dk, dv, dbias = grads
+    bias = local[1]
     for c in calls:
         rows, keys = slice(c.q0, c.q0 + c.nq), slice(c.k0, c.k0 + c.nk)
-        gq, gk, gv = be.flash_backward(q[:, rows], kv[0][:, keys], kv[1][:, keys], out[:, rows],
-                                       lse[:, :, rows], d_out[:, rows], c, segment_args(q_ids, kv, c))
-        dq, dk, dv = _sum(be, dq, q, c.q0, gq), _sum(be, dk, kv[0], c.k0, gk), _sum(be, dv, kv[1], c.k0, gv)
-    return dq, dk, dv
+        g = be.flash_backward(q[:, rows], kv[0][:, keys], kv[1][:, keys], out[:, rows], lse[:, :, rows],
+                              d_out[:, rows], c, call_args(be, step, local, kv, c))
+        dq, dk, dv = _sum(be, dq, q, c.q0, g[0]), _sum(be, dk, kv[0], c.k0, g[1]), _sum(be, dv, kv[1], c.k0, g[2])
+        if bias is not None:
+            dbias = _sum_bias(be, dbias, bias, be.shard_start(step) + c.k0, c, g[3])
+    return dq, dk, dv, dbias
 
 
 def _zeros_for_none(be, grads, like):
-    return tuple(be.zeros_like(x) if g is None else g for g, x in zip(grads, like))
+    return tuple(be.zeros_like(x) if g is None and x is not None else g for g, x in zip(grads, like))
 
 
-def backward(be, q, k, v, out, lse, d_out, q_ids=None, kv_ids=None):
-    """(dq, dk, dv): each step's flash backward with the final out and lse (so each is exact); a
-    shard's dk, dv accumulate as they travel with it, and reach their owner after the last step.
-    The accumulator coming in is added after this step's kernels (its transfer overlaps them).
-    As in the forward, the first kernels' results start the sums (a ring of one adds nothing)."""
-    saved = (out, lse, d_out)
-    dq, kv, incoming = None, (k, v) if kv_ids is None else (k, v, kv_ids), None
+def backward(be, q, k, v, out, lse, d_out, q_ids=None, kv_ids=None, bias=None):
+    """(dq, dk, dv, dbias): each step's flash backward with the final out and lse (so each is
+    exact); a shard's dk, dv accumulate as they travel with it, and reach their owner after the
+    last step; dq and dbias (this device's rows) stay. The accumulator coming in is added after
+    this step's kernels (its transfer overlaps them). As in the forward, the first kernels'
+    results start the sums (a ring of one adds nothing). dbias is None without a bias."""
+    saved, local, like = (out, lse, d_out), (q_ids, bias), (q, k, v, bias)
+    dq, dbias, kv, incoming = None, None, (k, v) if kv_ids is None else (k, v, kv_ids), None
     for step in range(be.n):
         pending = be.send_next(kv) if step + 1 < be.n else None
-        grads = (dq, None, None)
+        grads = (dq, None, None, dbias)
         if not be.same_calls(step):
-            grads = _zeros_for_none(be, grads, (q, k, v))
-        dq, dk, dv = be.step(step, lambda calls, g, kv: _backward_calls(be, calls, q, q_ids, kv, saved, g), grads, kv)
-        dq, dk, dv = _zeros_for_none(be, (dq, dk, dv), (q, k, v))
+            grads = _zeros_for_none(be, grads, like)
+        dq, dk, dv, dbias = be.step(
+            step, lambda calls, g, kv: _backward_calls(be, step, calls, q, local, kv, saved, g), grads, kv)
+        dq, dk, dv, dbias = _zeros_for_none(be, (dq, dk, dv, dbias), like)
         if be.n > 1:
             dq, dk, dv = _f32(be, (dq, dk, dv))
             if incoming is not None:
@@ -223,22 +242,46 @@ def backward(be, q, k, v, out, lse, d_out, q_ids=None, kv_ids=None):
                 dk, dv = dk + got[0], dv + got[1]
             incoming = be.send_next((dk, dv))
         kv = pending.wait() if pending is not None else None
-    return (dq,) + (incoming.wait() if incoming is not None else (dk, dv))
+    return (dq,) + (incoming.wait() if incoming is not None else (dk, dv)) + (dbias,)
 
 
 # --- the public wrappers ---------------------------------------------------------------------
 
-def _segments(fw, mask_info, q, k, sharding):
-    """mask_info's segment ids (this device's query and key shards), or None; a mask beyond
-    segment ids has no per-shard form here."""
-    if mask_info is None:
+def _check_ids(where, ids, q, k):
+    for name, x, n in (("q_segment_ids", ids[0], q.shape[1]), ("kv_segment_ids", ids[1], k.shape[1])):
+        if tuple(x.shape) != (q.shape[0], n):
+            raise ValueError(f"{where}{name}: expected [{q.shape[0]}, {n}] (batch, this device's shard), got "
+                             f"{tuple(x.shape)}")
+
+
+def _given_ids(fw, ids, q, k):
+    """q_segment_ids and kv_segment_ids as given (this device's shards), or None."""
+    if all(x is None for x in ids):
         return None
+    if any(x is None for x in ids):
+        raise ValueError("q_segment_ids, kv_segment_ids: expected both or neither, got one")
+    ids = tuple(fw.array(name, x) for name, x in zip(("q_segment_ids", "kv_segment_ids"), ids))
+    for name, x in zip(("q_segment_ids", "kv_segment_ids"), ids):
+        if fw.dtype_name(x) != "int32":
+            raise ValueError(f"{name}: expected int32, got {fw.dtype_name(x)}")
+    _check_ids("", ids, q, k)
+    return ids
+
+
+def _segments(fw, mask_info, given, q, k, sharding):
+    """The segment ids of this device's query and key shards, from mask_info or given as
+    q_segment_ids / kv_segment_ids, or None; a mask beyond segment ids has no per-shard form here."""
+    if mask_info is not None and any(x is not None for x in given):
+        raise ValueError("q_segment_ids, kv_segment_ids: not with mask_info (it gives the segment ids)")
+    if (mask_info is not None or any(x is not None for x in given)) and any(x is not None for x in sharding):
+        raise NotImplementedError("mask_info, q_segment_ids, kv_segment_ids: not with mesh/in_specs/out_specs in "
+                                  "ejkernel (C++); call ring_attention inside your own shard_map with the local "
+                                  "shards' segment ids")
+    if mask_info is None:
+        return _given_ids(fw, given, q, k)
     from .. import types
     if not isinstance(mask_info, types.MaskInfo):
         raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
-    if any(x is not None for x in sharding):
-        raise NotImplementedError("mask_info: not with mesh/in_specs/out_specs in ejkernel (C++); call ring_attention "
-                                  "inside your own shard_map with the local shards' MaskInfo")
     lowered = mask_info.lower("mask_info")
     if lowered.band != (None, None):
         raise NotImplementedError("mask_info: only segment ids in ring_attention in ejkernel (C++): give a causal or "
@@ -246,14 +289,26 @@ def _segments(fw, mask_info, q, k, sharding):
     if lowered.q_segment_ids is None:
         return None
     ids = fw.from_jax(lowered.q_segment_ids, q), fw.from_jax(lowered.kv_segment_ids, q)
-    for name, x, n in (("q_segment_ids", ids[0], q.shape[1]), ("kv_segment_ids", ids[1], k.shape[1])):
-        if tuple(x.shape) != (q.shape[0], n):
-            raise ValueError(f"mask_info: {name}: expected [{q.shape[0]}, {n}] (batch, this device's shard), got "
-                             f"{tuple(x.shape)}")
+    _check_ids("mask_info: ", ids, q, k)
     return ids
 
 
-def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platform, sharding, mask_info=None):
+def bias_rows(bias, q, k, n):
+    """Checks bias's shape on a ring of n devices and says which query rows it holds: "local"
+    ([B|1, Hq|1, Sq, n Sk]: this device's) or "ring" ([B|1, Hq|1, n Sq, n Sk]: every device's, in
+    device order, of which this device's are taken, as the seed's replicated bias is read)."""
+    b, sq, hq, sk = q.shape[0], q.shape[1], q.shape[2], k.shape[1]
+    shape = tuple(bias.shape)
+    if (len(shape) != 4 or shape[0] not in (1, b) or shape[1] not in (1, hq) or shape[2] not in (sq, n * sq)
+            or shape[3] != n * sk):
+        raise ValueError(f"bias: expected [B|1, Hq|1, Sq, N Sk] (this device's query rows) or [B|1, Hq|1, N Sq, N Sk] "
+                         f"(every device's), the keys of all N shards: B={b}, Hq={hq}, Sq={sq}, Sk={sk} (this "
+                         f"device's shards), N={n}; got {shape}")
+    return "local" if shape[2] == sq else "ring"
+
+
+def _run(fw, layout, query, key, value, softmax_aux, bias, options, axis_name, platform, sharding, mask_info=None,
+         given_ids=(None, None)):
     if fw.name == "jax":
         from ._ring import jax_ring as ring
     else:
@@ -266,6 +321,9 @@ def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platfor
     for name, x in (("query", q), ("key", k), ("value", v)):
         if len(x.shape) != 4:
             raise ValueError(f"ring_attention: {name}: expected [B, S, H, D], got shape {tuple(x.shape)}")
+    bias = fw.array("bias", bias)
+    if bias is not None:  # as flash_attention takes it: in query's dtype (the cast's gradient is the caller's)
+        bias = fw.cast_float(bias, fw.dtype_name(q))
     band = global_band(fw.scalar("causal", options["causal"], "bool"), options["sliding_window"])
     scalars = {"softmax_scale": options["softmax_scale"], "logits_soft_cap": options["logits_soft_cap"]}
     if scalars["softmax_scale"] is None:
@@ -275,8 +333,8 @@ def _run(fw, layout, query, key, value, softmax_aux, options, axis_name, platfor
     if head_dim % tile:  # zero columns change no logit and give zero outputs: exact
         width = -(-head_dim // tile) * tile
         q, k, v = (fw.pad_last(x, width) for x in (q, k, v))
-    ids = _segments(fw, mask_info, q, k, sharding)
-    out = ring.run(fw, layout, q, k, v, aux, band, scalars, axis_name, sharding, ids)
+    ids = _segments(fw, mask_info, given_ids, q, k, sharding)
+    out = ring.run(fw, layout, q, k, v, aux, bias, band, scalars, axis_name, sharding, ids)
     # A query row whose segment id is negative gives 0, as flash_attention's.
     return out[..., :head_dim] if ids is None else fw.zero_rows(out[..., :head_dim], ids[0])
 
@@ -286,8 +344,8 @@ _COMMON_DOC = """
     sequence axis of query, key and value, and `axis_name` names the mesh axis they are split
     over, in device order along it (SHARDS){torch_axis}.
     Without an axis_name the call is flash_attention on the arrays given. The result is exactly
-    flash_attention on the gathered sequence (the same masks, scale, soft cap and sinks), as the
-    shard of the output that goes with the local queries.
+    flash_attention on the gathered sequence (the same masks, scale, soft cap, bias and sinks), as
+    the shard of the output that goes with the local queries.
 
     Each of axis_size steps runs flash_attention on the local queries against the visiting
     key/value shard (offsets global: causal and sliding_window count positions in the whole
@@ -302,6 +360,15 @@ _COMMON_DOC = """
       softmax_aux: sinks, [S] shared by every head or [Hq, S] (cast to float32): logits that join
         the softmax denominator once per query row, as in flash_attention over the whole
         sequence (the seed's XLA ring adds them at every step, so its result differs there).
+      bias: added to the scaled logits, as the seed's: the local queries' rows against the keys
+        of all N devices, [B|1, Hq|1, Sq, N Sk], or every device's rows, [B|1, Hq|1, N Sq, N Sk]
+        (the seed reads a replicated bias so; the local rows are used). Cast to query's dtype;
+        each step adds the block of the visiting shard's keys. With logits_soft_cap the cap
+        applies to the biased logits, as in flash_attention (the seed's XLA ring caps first,
+        then adds the bias). Differentiable (the seed's ring gives it no gradient): the local
+        rows' gradient stays on the device; for the N Sq form it is the whole gradient
+        {bias_sum}.
+        Rows and keys are in device order: KEY_ORDER.
       causal: key j is visible from query i only if j <= i, in global positions.
       sliding_window: int w, meaning (w, w), or (left, right): keys in [i - left, i + right],
         global positions.
@@ -315,30 +382,35 @@ UNSUPPORTED{sharding}
       out [B, Sq, Hq, D]: the local queries' rows, query's dtype."""
 
 
-def ring_attention(fw, query, key, value, softmax_aux=None, bias=None, /, *, mask_info=None, mask_builder=None,
-                   sliding_window=None, chunk_size=None, causal=False, logits_soft_cap=None, softmax_scale=None,
-                   axis_name=None, fused_backward=False, platform=None, cfg=None, mesh=None, in_specs=None,
-                   out_specs=None):
-    fw.refuse("ring_attention", bias=bias is not None, mask_builder=mask_builder is not None, chunk_size=chunk_size is not None, cfg=cfg is not None)
+def ring_attention(fw, query, key, value, softmax_aux=None, bias=None, /, *, mask_info=None, q_segment_ids=None,
+                   kv_segment_ids=None, mask_builder=None, sliding_window=None, chunk_size=None, causal=False,
+                   logits_soft_cap=None, softmax_scale=None, axis_name=None, fused_backward=False, platform=None,
+                   cfg=None, mesh=None, in_specs=None, out_specs=None):
+    fw.refuse("ring_attention", mask_builder=mask_builder is not None, chunk_size=chunk_size is not None,
+              cfg=cfg is not None)
     options = dict(causal=causal, sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
                    softmax_scale=softmax_scale)
-    return _run(fw, "plain", query, key, value, softmax_aux, options, axis_name, platform,
-                (mesh, in_specs, out_specs), mask_info)
+    return _run(fw, "plain", query, key, value, softmax_aux, bias, options, axis_name, platform,
+                (mesh, in_specs, out_specs), mask_info, (q_segment_ids, kv_segment_ids))
 
 
-def zigzag_ring_attention(fw, query, key, value, softmax_aux=None, /, *, mask_info=None, sliding_window=None,
-                          causal=False, logits_soft_cap=None, softmax_scale=None, axis_name=None, platform=None,
-                          mesh=None, in_specs=None, out_specs=None):
+def zigzag_ring_attention(fw, query, key, value, softmax_aux=None, bias=None, /, *, mask_info=None,
+                          q_segment_ids=None, kv_segment_ids=None, sliding_window=None, causal=False,
+                          logits_soft_cap=None, softmax_scale=None, axis_name=None, platform=None, mesh=None,
+                          in_specs=None, out_specs=None):
     options = dict(causal=causal, sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
                    softmax_scale=softmax_scale)
-    return _run(fw, "zigzag", query, key, value, softmax_aux, options, axis_name, platform,
-                (mesh, in_specs, out_specs), mask_info)
+    return _run(fw, "zigzag", query, key, value, softmax_aux, bias, options, axis_name, platform,
+                (mesh, in_specs, out_specs), mask_info, (q_segment_ids, kv_segment_ids))
 
 
 _MASK_INFO_DOC = """\
       mask_info: segment ids only (a MaskInfo of this device's query and key shards, in the
         layout's order; they travel with their shard); a query row whose id is negative gives 0.
         Any other mask, or mask_info with mesh/in_specs/out_specs: NotImplementedError.
+      q_segment_ids, kv_segment_ids: ours, the same without a MaskInfo (which needs JAX):
+        int32 [B, Sq] and [B, Sk], this device's shards, given together, not with mask_info (nor
+        with mesh/in_specs/out_specs); a query sees only keys of its own segment, -1 is padding.
 """
 
 
@@ -351,9 +423,9 @@ def _doc(head, shards, unsupported=""):
 ring_attention.__doc__ = _doc("""Ring attention, as ``ejkernel.modules.ring_attention``{on}: the sequence split in
     one contiguous shard per device.
 """, "the shard of device i is the i-th of the sequence", """\
-      bias, mask_builder, chunk_size, cfg: not supported (NotImplementedError).
+      mask_builder, chunk_size, cfg: not supported (NotImplementedError).
       fused_backward: any; there is one backward (flash_attention_backward per step).
-""")
+""").replace("KEY_ORDER", "the sequence's order")
 
 zigzag_ring_attention.__doc__ = _doc("""ring_attention{on} with the zigzag layout, which balances causal
     work: the gathered sequence is cut in 2N chunks and device i holds chunks i and 2N - 1 - i, in
@@ -361,19 +433,25 @@ zigzag_ring_attention.__doc__ = _doc("""ring_attention{on} with the zigzag layou
     computes half a block on every device. A sequence x [B, S, ...] goes to this layout as
     x[:, order] with order = concatenate([arange(i c, (i + 1) c), arange((2N - 1 - i) c, (2N - i) c)]
     for i in range(N)), c = S / 2N; the output comes back in the same order. Local lengths even.
-""", "device i holds chunks i and 2N - 1 - i")
+""", "device i holds chunks i and 2N - 1 - i").replace("KEY_ORDER", """the layout's, so a bias b of the
+        gathered sequence goes to it as b[:, :, order][..., key_order] (key_order: the keys'
+        order)""")
 
 WRAPPERS = (ring_attention, zigzag_ring_attention)
 
 _JAX_SHARDING = """\
       mesh, in_specs, out_specs: given all three, the call runs under jax.shard_map over mesh:
         in_specs a PartitionSpec for each of query, key, value, softmax_aux (None: replicated or
-        not given), then bias's as in the seed (None, or left out), out_specs query's. axis_name must
-        then be the mesh axis that splits the sequence axis (axis 1) of query, key and value."""
+        not given), then bias's as in the seed (None or left out: not given; its query axis split
+        over axis_name, or not split for the every-device rows form; its key axis whole),
+        out_specs query's. axis_name must then be the mesh axis that splits the sequence axis
+        (axis 1) of query, key and value."""
 _TORCH_SHARDING = "      mesh, in_specs, out_specs: None only (NotImplementedError)."
 DOCS = {"jax": {"sharding": _JAX_SHARDING, "torch_axis": "",
+                "bias_sum": "(shard_map sums a replicated input's over the devices)",
                 "axis_name_doc": "the mesh axis the sequence is split over (None: one device)."},
         "torch": {"on": ", on torch tensors", "sharding": _TORCH_SHARDING,
+                  "bias_sum": "(summed over the ranks by an all_reduce, as the sinks')",
                   "torch_axis": " (in ejk.torch: each rank of a torch.distributed process group holds its "
                                 "shard, in rank order, and axis_name is that group)",
                   "axis_name_doc": "a torch.distributed ProcessGroup (e.g. torch.distributed.group.WORLD), "

@@ -52,14 +52,34 @@ class Backend:
     def _mask(self, c):
         return dict(causal=c.causal, sliding_window=c.window, **self.scalars)
 
-    def flash(self, q, k, v, c, segments):
-        r = self.fw.call("flash_attention", q=q, k=k, v=v, **segments, **self._mask(c))
+    def flash(self, q, k, v, c, extra):
+        r = self.fw.call("flash_attention", q=q, k=k, v=v, **extra, **self._mask(c))
         return r["out"], r["lse"]
 
-    def flash_backward(self, q, k, v, out, lse, d_out, c, segments):
-        r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **segments,
+    def flash_backward(self, q, k, v, out, lse, d_out, c, extra):
+        r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse, d_out=d_out, **extra,
                          **self._mask(c))
-        return tuple(r[name] for name in ("dq", "dk", "dv"))
+        return tuple(r[name] for name in ("dq", "dk", "dv")) + ((r["dbias"],) if "bias" in extra else ())
+
+    def shard_start(self, step):
+        """The first key column of the visiting shard at `step` in the bias (the ring's keys in
+        device order): a static 0 on a ring of one, else from this device's index."""
+        if self.n == 1:
+            return 0
+        return ((lax.axis_index(self.axis) - step) % self.n) * self.schedule.sk
+
+    @staticmethod
+    def bias_block(bias, col, c):
+        rows = bias[:, :, c.q0:c.q0 + c.nq]
+        if isinstance(col, int):
+            return rows[..., col:col + c.nk]
+        return lax.dynamic_slice_in_dim(rows, col, c.nk, axis=3)
+
+    @staticmethod
+    def add_bias_block(acc, col, c, g):
+        start = (0, 0, c.q0, col)
+        block = lax.dynamic_slice(acc, start, acc.shape[:2] + (c.nq, c.nk))
+        return lax.dynamic_update_slice(acc, block + g, start)
 
     def merge(self, out_a, lse_a, out_b, lse_b):
         r = self.fw.call("merge_attention_states", out_a=out_a, lse_a=lse_a, out_b=out_b, lse_b=lse_b)
@@ -141,26 +161,27 @@ def _gradient_as(g, x):
 def _differentiable(fw, schedule, axis):
     be = Backend(fw, schedule, axis)
 
-    def forward(q, k, v, aux, ids):
-        out, lse = _ring.forward(be, q, k, v, *ids)
+    def forward(q, k, v, aux, bias, ids):
+        out, lse = _ring.forward(be, q, k, v, *ids, bias)
         if aux is not None:
             out, lse = add_sinks(out, lse, aux)
         return _varying_as(out.astype(q.dtype), q), _varying_as(lse, q)
 
     @jax.custom_vjp
-    def ring(q, k, v, aux, ids):
-        return forward(q, k, v, aux, ids)[0]
+    def ring(q, k, v, aux, bias, ids):
+        return forward(q, k, v, aux, bias, ids)[0]
 
-    def fwd(q, k, v, aux, ids):
-        out, lse = forward(q, k, v, aux, ids)
-        return out, (q, k, v, aux, ids, out, lse)
+    def fwd(q, k, v, aux, bias, ids):
+        out, lse = forward(q, k, v, aux, bias, ids)
+        return out, (q, k, v, aux, bias, ids, out, lse)
 
     def bwd(saved, d_out):
-        q, k, v, aux, ids, out, lse = saved
-        dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.astype(q.dtype), *ids)
+        q, k, v, aux, bias, ids, out, lse = saved
+        dq, dk, dv, d_bias = _ring.backward(be, q, k, v, out, lse, d_out.astype(q.dtype), *ids, bias)
         d_aux = None if aux is None else _gradient_as(sink_gradient(aux, lse, out, d_out), aux)
+        d_bias = None if bias is None else _gradient_as(d_bias.astype(bias.dtype), bias)
         return (_gradient_as(dq.astype(q.dtype), q), _gradient_as(dk.astype(k.dtype), k),
-                _gradient_as(dv.astype(v.dtype), v), d_aux, None)
+                _gradient_as(dv.astype(v.dtype), v), d_aux, d_bias, None)
 
     ring.defvjp(fwd, bwd)
     return ring
@@ -168,15 +189,19 @@ def _differentiable(fw, schedule, axis):
 
 def _local(fw, layout, band, scalars, axis):
     """The ring on one device's shards (inside shard_map when axis is given)."""
-    def run(q, k, v, aux=None, ids=(None, None)):
+    def run(q, k, v, aux=None, bias=None, ids=(None, None)):
         n = 1 if axis is None else lax.axis_size(axis)
         _ring.check_lengths(layout, q, k)
+        if bias is not None and _ring.bias_rows(bias, q, k, n) == "ring":
+            # This device's rows, outside the custom gradient: JAX's transpose of the slice (and
+            # shard_map's of a replicated input) gives the whole bias its gradient.
+            bias = lax.dynamic_slice_in_dim(bias, lax.axis_index(axis) * q.shape[1], q.shape[1], axis=2)
         schedule = _ring.Schedule(n, layout, q.shape[1], k.shape[1], band, tuple(sorted(scalars.items())))
-        return _differentiable(fw, schedule, axis)(q, k, v, aux, ids)
+        return _differentiable(fw, schedule, axis)(q, k, v, aux, bias, ids)
     return run
 
 
-def _check_sharding(axis, mesh, in_specs, out_specs, operands):
+def _check_sharding(axis, mesh, in_specs, out_specs, names, operands):
     from ... import _sharding
     _sharding.check_mesh(mesh)
     if axis is None or axis not in mesh.axis_names:
@@ -186,24 +211,34 @@ def _check_sharding(axis, mesh, in_specs, out_specs, operands):
             or len(in_specs) not in (len(_SPECS) - 1, len(_SPECS))):
         raise ValueError(f"in_specs: expected {len(_SPECS)} PartitionSpecs (None for an argument not given), one for "
                          f"each of {', '.join(_SPECS)}, in this order (bias's may be left out); got {in_specs!r}")
-    if len(in_specs) == len(_SPECS) and in_specs[4] is not None:
-        raise NotImplementedError("in_specs[4] (bias): bias is not supported by ring_attention in ejkernel (C++)")
-    specs = [PartitionSpec() if s is None else s for s in in_specs[:len(operands)]]
-    for i, (spec, x) in enumerate(zip(specs, operands)):
-        _sharding.check_spec(f"in_specs[{i}] ({_SPECS[i]})", spec, x.shape, mesh)
+    specs = []
+    for name, x in zip(names, operands):
+        i = _SPECS.index(name)
+        spec = PartitionSpec() if i >= len(in_specs) or in_specs[i] is None else in_specs[i]
+        _sharding.check_spec(f"in_specs[{i}] ({name})", spec, x.shape, mesh)
         if i < 3 and _sharding.normal(spec, 4)[1] != axis:
-            raise ValueError(f"in_specs[{i}] ({_SPECS[i]}): expected the sequence axis (axis 1) split over "
+            raise ValueError(f"in_specs[{i}] ({name}): expected the sequence axis (axis 1) split over "
                              f"axis_name {axis!r}, got {spec}")
+        if name == "bias" and _sharding.normal(spec, 4)[3] is not None:
+            raise ValueError(f"in_specs[{i}] (bias): expected its key axis (axis 3) whole (each device's rows "
+                             f"meet every key), got {spec}")
+        specs.append(spec)
     if not isinstance(out_specs, PartitionSpec) or _sharding.normal(out_specs, 4) != _sharding.normal(specs[0], 4):
         raise ValueError(f"out_specs: expected {specs[0]}, as query's in_specs[0] shards it, got {out_specs!r}")
     return specs
 
 
-def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding, ids=None):
+def run(fw, layout, q, k, v, aux, bias, band, scalars, axis, sharding, ids=None):
     from ... import _sharding
     mesh, in_specs, out_specs = sharding
-    operands = (q, k, v) if aux is None else (q, k, v, aux)
+    local = _local(fw, layout, band, scalars, axis)
     if not _sharding.requested(mesh, in_specs, out_specs):
-        return _local(fw, layout, band, scalars, axis)(q, k, v, aux, ids or (None, None))
-    specs = _check_sharding(axis, mesh, in_specs, out_specs, operands)
-    return _sharding.run(_local(fw, layout, band, scalars, axis), mesh, specs, out_specs, operands)
+        return local(q, k, v, aux, bias, ids or (None, None))
+    names = [name for name, x in zip(_SPECS, (q, k, v, aux, bias)) if x is not None]
+    operands = [x for x in (q, k, v, aux, bias) if x is not None]
+    specs = _check_sharding(axis, mesh, in_specs, out_specs, names, operands)
+
+    def body(*xs):
+        given = dict(zip(names, xs))
+        return local(*xs[:3], given.get("softmax_aux"), given.get("bias"))
+    return _sharding.run(body, mesh, specs, out_specs, operands)

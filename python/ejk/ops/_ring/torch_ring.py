@@ -52,14 +52,28 @@ class Backend:
     def _mask(self, c):
         return dict(causal=c.causal, sliding_window=c.window, **self.scalars)
 
-    def flash(self, q, k, v, c, segments):
-        r = self.fw.call("flash_attention", q=q, k=k, v=v, **segments, **self._mask(c))
+    def flash(self, q, k, v, c, extra):
+        r = self.fw.call("flash_attention", q=q, k=k, v=v, **extra, **self._mask(c))
         return r["out"], r["lse"]
 
-    def flash_backward(self, q, k, v, out, lse, d_out, c, segments):
+    def flash_backward(self, q, k, v, out, lse, d_out, c, extra):
         r = self.fw.call("flash_attention_backward", q=q, k=k, v=v, out=out, lse=lse.contiguous(), d_out=d_out,
-                         **segments, **self._mask(c))
-        return tuple(r[name] for name in ("dq", "dk", "dv"))
+                         **extra, **self._mask(c))
+        return tuple(r[name] for name in ("dq", "dk", "dv")) + ((r["dbias"],) if "bias" in extra else ())
+
+    def shard_start(self, step):
+        """The first key column of the visiting shard at `step` in the bias (the ring's keys in
+        rank order)."""
+        return ((self.rank - step) % self.n) * self.schedule.sk
+
+    @staticmethod
+    def bias_block(bias, col, c):
+        return bias[:, :, c.q0:c.q0 + c.nq, col:col + c.nk]
+
+    @staticmethod
+    def add_bias_block(acc, col, c, g):
+        acc[:, :, c.q0:c.q0 + c.nq, col:col + c.nk].add_(g)
+        return acc
 
     def merge(self, out_a, lse_a, out_b, lse_b):
         r = self.fw.call("merge_attention_states", out_a=out_a, lse_a=lse_a.contiguous(), out_b=out_b,
@@ -111,29 +125,48 @@ def sink_gradient(aux, lse, out, d_out):
 
 class _Ring(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, be, q, k, v, aux, q_ids, kv_ids):
-        out, lse = _ring.forward(be, q, k, v, q_ids, kv_ids)
+    def forward(ctx, be, q, k, v, aux, bias, q_ids, kv_ids):
+        out, lse = _ring.forward(be, q, k, v, q_ids, kv_ids, bias)
         if aux is not None:
             out, lse = add_sinks(out, lse, aux)
         out = out.to(q.dtype)
         ctx.be = be
-        ctx.save_for_backward(q, k, v, aux, out, lse, q_ids, kv_ids)
+        ctx.save_for_backward(q, k, v, aux, bias, out, lse, q_ids, kv_ids)
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, aux, out, lse, q_ids, kv_ids = ctx.saved_tensors
+        q, k, v, aux, bias, out, lse, q_ids, kv_ids = ctx.saved_tensors
         be = ctx.be
-        dq, dk, dv = _ring.backward(be, q, k, v, out, lse, d_out.to(q.dtype).contiguous(), q_ids, kv_ids)
+        dq, dk, dv, d_bias = _ring.backward(be, q, k, v, out, lse, d_out.to(q.dtype).contiguous(), q_ids, kv_ids,
+                                            bias)
         d_aux = None
         if aux is not None and ctx.needs_input_grad[4]:
             d_aux = sink_gradient(aux, lse, out, d_out)
             if be.group is not None:  # the sinks are shared by every rank's rows: the whole gradient on each
                 dist.all_reduce(d_aux, group=be.group)
-        return None, dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), d_aux, None, None
+        d_bias = d_bias.to(bias.dtype) if bias is not None and ctx.needs_input_grad[5] else None
+        return None, dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), d_aux, d_bias, None, None
 
 
-def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding, ids=None):
+class _RankRows(torch.autograd.Function):
+    """This rank's rows [start, start + rows) of a bias every rank holds whole; the gradient is
+    the whole bias's, summed over the ranks (every rank's rows meet the loss on that rank only)."""
+
+    @staticmethod
+    def forward(ctx, bias, start, rows, group):
+        ctx.start, ctx.rows, ctx.group, ctx.shape, ctx.dtype = start, rows, group, bias.shape, bias.dtype
+        return bias[:, :, start:start + rows]
+
+    @staticmethod
+    def backward(ctx, grad):
+        whole = torch.zeros(ctx.shape, dtype=torch.float32, device=grad.device)
+        whole[:, :, ctx.start:ctx.start + ctx.rows].copy_(grad)
+        dist.all_reduce(whole, group=ctx.group)
+        return whole.to(ctx.dtype), None, None, None
+
+
+def run(fw, layout, q, k, v, aux, bias, band, scalars, axis, sharding, ids=None):
     mesh, in_specs, out_specs = sharding
     fw.refuse("ring_attention", mesh=mesh is not None, in_specs=in_specs is not None,
               out_specs=out_specs is not None)
@@ -145,7 +178,9 @@ def run(fw, layout, q, k, v, aux, band, scalars, axis, sharding, ids=None):
                                          f"torch.distributed.group.WORLD) or None, got {type(axis).__name__}")
         group, n, rank = axis, dist.get_world_size(axis), dist.get_rank(axis)
     _ring.check_lengths(layout, q, k)
+    if bias is not None and _ring.bias_rows(bias, q, k, n) == "ring":
+        bias = _RankRows.apply(bias, rank * q.shape[1], q.shape[1], group)
     schedule = _ring.Schedule(n, layout, q.shape[1], k.shape[1], band, tuple(sorted(scalars.items())))
     q_ids, kv_ids = (None, None) if ids is None else (x.contiguous() for x in ids)
-    return _Ring.apply(Backend(fw, schedule, group, rank), q.contiguous(), k.contiguous(), v.contiguous(), aux, q_ids,
-                       kv_ids)
+    return _Ring.apply(Backend(fw, schedule, group, rank), q.contiguous(), k.contiguous(), v.contiguous(), aux, bias,
+                       q_ids, kv_ids)
