@@ -29,9 +29,15 @@ struct DeltaProblem {
   int64_t b = 2, t = 9, h = 2, k = 8, v = 20;
   bool decay = true, segments = false, init = false, state = true, dht = false, l2norm = true;
   int64_t pad = 0;  // elements between q/k/v rows beyond the last dim
+  // Segments: 0 a new one after each token with probability 1/4; 1 new ones at every multiple
+  // of 64 (the CUDA chunks' edges) and 30 tokens into each chunk.
+  int seg_mode = 0;
+  double k_scale = 1;  // multiplies k (without the L2 norm, 1/sqrt(K) keeps the state bounded)
+  int64_t chunk = 0;   // the forward's tokens per chunk (0: the heuristic's choice)
   std::string name() const {
-    return fmt::format("{} b {} t {} h {} k {} v {} decay {} seg {} init {} state {} dht {} l2 {} pad {}",
-                       dtype_name(dtype), b, t, h, k, v, decay, segments, init, state, dht, l2norm, pad);
+    return fmt::format("{} b {} t {} h {} k {} v {} decay {} seg {}/{} init {} state {} dht {} l2 {} pad {} chunk {}",
+                       dtype_name(dtype), b, t, h, k, v, decay, segments, seg_mode, init, state, dht, l2norm, pad,
+                       chunk);
   }
 };
 
@@ -43,6 +49,19 @@ void to_sigmoid(Buffer& b) {
   std::memcpy(b.storage.data(), r.data(), r.nbytes());
 }
 
+void scale_values(Buffer& b, double s) {
+  Tensor f = Tensor::empty(b.storage.shape(), DType::f32);
+  for (int64_t i = 0; i < f.numel(); ++i) f.data_as<float>()[i] = float(s * element(b.storage, i));
+  const Tensor r = b.storage.dtype() == DType::f32 ? f : cli::from_f32(f, b.storage.dtype());
+  std::memcpy(b.storage.data(), r.data(), r.nbytes());
+}
+
+int32_t next_segment(const DeltaProblem& p, int64_t i, std::mt19937_64& rng) {
+  if (i == 0) return 0;
+  if (p.seg_mode == 1) return i % 64 == 0 || i % 64 == 30;
+  return rng() % 4 == 0;
+}
+
 Call make_delta_call(const DeltaProblem& p, bool backward, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Call c;
@@ -50,6 +69,7 @@ Call make_delta_call(const DeltaProblem& p, bool backward, uint64_t seed) {
     c.inputs.emplace_back(name, token_input({p.b, p.t, p.h, x}, p.dtype, p.pad, false, rng, false));
   };
   input("q", p.k), input("k", p.k), input("v", p.v);
+  if (p.k_scale != 1) scale_values(c.inputs[1].second, p.k_scale);
   Buffer beta = token_input({p.b, p.t, p.h}, p.dtype, 0, false, rng, false);
   to_sigmoid(beta);
   c.inputs.emplace_back("beta", beta);
@@ -59,7 +79,7 @@ Call make_delta_call(const DeltaProblem& p, bool backward, uint64_t seed) {
     s.storage = Tensor::empty({p.b, p.t}, DType::i32);
     for (int64_t r = 0; r < p.b; ++r) {
       int32_t id = 0;
-      for (int64_t i = 0; i < p.t; ++i) s.storage.data_as<int32_t>()[r * p.t + i] = id += i > 0 && rng() % 4 == 0;
+      for (int64_t i = 0; i < p.t; ++i) s.storage.data_as<int32_t>()[r * p.t + i] = id += next_segment(p, i, rng);
     }
     s.view = s.storage.view();
     c.inputs.emplace_back("seg_ids", s);
@@ -94,8 +114,16 @@ Args with_scalars(Args a, const DeltaProblem& p) {
   return a;
 }
 
-// Runs p on `device` into poisoned outputs and checks every output against the reference.
-void check_problem(const DeltaProblem& p, bool backward, uint64_t seed, Device device = Device{}) {
+// The run's arguments: the scalars and, in the forward, the chunk when the problem fixes it.
+Args run_args(Args a, const DeltaProblem& p, bool backward) {
+  a = with_scalars(std::move(a), p);
+  if (!backward && p.chunk != 0) a.tune("chunk", p.chunk);
+  return a;
+}
+
+// Runs p on `device` into poisoned outputs and checks every output against the reference;
+// returns the variant key that ran.
+std::string check_problem(const DeltaProblem& p, bool backward, uint64_t seed, Device device = Device{}) {
   const Call c = make_delta_call(p, backward, seed);
   std::vector<Tensor> keep;  // device copies of the buffers, in c.inputs then c.outputs order
   auto on_device = [&](const Buffer& b) {
@@ -110,8 +138,9 @@ void check_problem(const DeltaProblem& p, bool backward, uint64_t seed, Device d
   Args args;
   for (const auto& [name, b] : c.inputs) args.set(name, on_device(b));
   for (const auto& [name, b] : c.outputs) args.set(name, on_device(b));
-  args = with_scalars(args, p);
+  args = run_args(args, p, backward);
   const RunInfo info = run(op_name(backward), args);
+  if (p.chunk != 0 && !backward) CHECK_THAT(info.key, ContainsSubstring(fmt::format(".c{}", p.chunk)));
   synchronize(device);
   const std::vector<ReferenceOutput> ref = reference(op_name(backward), with_scalars(c.all(false), p));
   for (size_t i = 0; i < c.outputs.size(); ++i) {
@@ -126,6 +155,7 @@ void check_problem(const DeltaProblem& p, bool backward, uint64_t seed, Device d
     CHECK(e.rel_l2 <= tolerance(p.dtype, backward));
     CHECK(e.fence_intact);
   }
+  return info.key;
 }
 
 std::vector<DeltaProblem> problems(DType dtype) {
@@ -353,4 +383,82 @@ TEST_CASE("gated delta rule on CUDA matches the float64 reference", "[delta][cud
   big.dht = true;
   check_problem(big, false, seed++, Device{DeviceKind::cuda, 0});
   check_problem(big, true, seed++, Device{DeviceKind::cuda, 0});
+}
+
+// The chunked tensor-core forward (chunk 64): sequences shorter than, equal to and just past one
+// chunk and long ones; segment starts inside chunks and on their edges; each feature on and off.
+TEST_CASE("gated delta rule on CUDA, chunked: the float64 reference", "[delta][cuda][gpu][chunked]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 900;
+  int variant = 0;
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t kv : {64, 128})
+      for (int64_t len : {1, 63, 64, 65, 1000}) {
+        DeltaProblem p;
+        p.dtype = t, p.b = 2, p.h = 3, p.k = p.v = kv, p.t = len, p.chunk = 64;
+        p.decay = variant % 4 != 3, p.l2norm = variant % 3 != 2, p.init = variant % 2 == 0;
+        p.segments = variant % 5 != 4, p.seg_mode = variant % 2, p.pad = variant % 3 == 1 ? 3 : 0;
+        p.k_scale = p.l2norm ? 1.0 : 1.0 / std::sqrt(double(kv));
+        check_problem(p, false, seed++, Device{DeviceKind::cuda, 0});
+        ++variant;
+      }
+  DeltaProblem mixed;  // K != V, both of the chunked sizes
+  mixed.dtype = DType::bf16, mixed.b = 1, mixed.h = 2, mixed.k = 128, mixed.v = 64, mixed.t = 300, mixed.chunk = 64;
+  mixed.init = mixed.segments = true;
+  check_problem(mixed, false, seed++, Device{DeviceKind::cuda, 0});
+  mixed.k = 64, mixed.v = 128;
+  check_problem(mixed, false, seed++, Device{DeviceKind::cuda, 0});
+  DeltaProblem decode = mixed;  // the heuristic keeps the token walk for a decode step only
+  decode.k = decode.v = 128, decode.t = 1, decode.chunk = 0;
+  CHECK_THAT(check_problem(decode, false, seed++, Device{DeviceKind::cuda, 0}), ContainsSubstring(".c1"));
+  decode.t = 200;
+  CHECK_THAT(check_problem(decode, false, seed++, Device{DeviceKind::cuda, 0}), ContainsSubstring(".c64"));
+}
+
+// final_state in initial_state's buffer on the GPU, token walk and chunked form: every block reads
+// its state tile before it writes it.
+TEST_CASE("gated delta rule on CUDA updates the state in place", "[delta][cuda][gpu][chunked]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  const Device gpu{DeviceKind::cuda, 0};
+  for (int64_t chunk : {1, 64})
+    for (int64_t t : {1, 130}) {
+      DeltaProblem p;
+      p.dtype = DType::bf16, p.b = 2, p.h = 3, p.k = p.v = 128, p.t = t, p.init = true, p.segments = true;
+      p.chunk = chunk;
+      const Call c = make_delta_call(p, false, 70 + uint64_t(t + chunk));
+      const auto ref = reference("gated_delta_rule", c.inputs_only());
+      std::vector<Tensor> keep;
+      Args a;
+      for (const auto& [name, b] : c.inputs) {
+        keep.push_back(b.storage.to(gpu));
+        TensorView v = b.view;
+        v.device = gpu;
+        v.data = static_cast<char*>(keep.back().data()) +
+                 (static_cast<const char*>(b.view.data) - static_cast<const char*>(b.storage.data()));
+        a.set(name, v);
+      }
+      Tensor o = Tensor::empty({p.b, p.t, p.h, p.v}, p.dtype).to(gpu);
+      a.set("o", o.view());
+      a.set("final_state", *a.tensor("initial_state"));
+      const RunInfo info = run("gated_delta_rule", run_args(a, p, false));
+      synchronize(gpu);
+      for (const char* name : {"o", "final_state"}) {
+        const Tensor got = (std::string(name) == "o" ? o : keep[c.inputs.size() - 1]).to(Device{});
+        const auto want = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& r) { return r.name == name; });
+        REQUIRE(want != ref.end());
+        double num = 0, den = 0;
+        bool finite = true;
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          const double x = element(got, i);
+          finite = finite && std::isfinite(x);
+          num += (x - want->values[size_t(i)]) * (x - want->values[size_t(i)]);
+          den += want->values[size_t(i)] * want->values[size_t(i)];
+        }
+        INFO(fmt::format("{} t {}: {}: rel_l2 {:.3e}", info.key, t, name, std::sqrt(num / den)));
+        CHECK(finite);
+        CHECK(std::sqrt(num / den) <= 1e-2);
+      }
+    }
 }

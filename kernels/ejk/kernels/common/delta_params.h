@@ -46,7 +46,9 @@ struct DeltaParams {
   i64 chunks_cap;       // CPU backward: checkpoints per unit (ceil(T / chunk))
   float* work;          // backward workspace (CPU: per lane; CUDA: per block), f32
   float* partial;       // CUDA backward: [v_tiles][B * T][H][2 K + 2] f32 partial sums
-  i32 phase;            // CUDA backward: 0 the sweep, 1 the sum over column tiles
+  i32 phase;            // CUDA backward: 0 the sweep, 1 the sum over column tiles; chunked
+                        // forward: 0 the per-chunk solve, 1 the walk over chunks
+  i64 chunks;           // CUDA chunked forward: chunks per sequence (ceil(T / kDeltaChunk))
 };
 
 // The clamp of every exp argument, as the seed's.
@@ -68,6 +70,56 @@ constexpr int kDeltaThreads = 256, kDeltaWarps = 8, kDeltaTile = 32;
 // each), and of one (tile, token, head)'s partial sums: dq and dk (K each), dbeta, d log a.
 EJK_HD constexpr i64 delta_cuda_block_floats(i64 k, i64 chunks_cap, i64 chunk) { return (chunks_cap + chunk) * k * kDeltaTile; }
 EJK_HD constexpr i64 delta_cuda_partial_floats(i64 k) { return 2 * k + 2; }
+
+// CUDA chunked forward (cuda/delta_chunk.cuh): tokens per chunk, and the state columns one
+// block of the walk over chunks covers.
+constexpr int kDeltaChunk = 64, kDeltaChunkCols = 32;
+
+// What the per-chunk pass hands the walk, per unit (sequence, head, chunk), in the input's
+// 16-bit type: W = T (beta e^G k) and the scaled operands, [64, K] each; the masked, decayed
+// q k^T [64, 64]; U = T (beta v) [64, V]; and exp(G_last) (0 past a segment start) in f32.
+struct DeltaChunkWork {
+  u16 *w, *qg, *kd, *pm, *u;
+  float* gc;
+};
+
+EJK_HD constexpr i64 delta_chunk_round16(i64 bytes) { return (bytes + 15) / 16 * 16; }
+
+EJK_HD constexpr i64 delta_chunk_work_bytes(i64 units, i64 k, i64 v) {
+  return delta_chunk_round16(units * 4) + units * kDeltaChunk * (3 * k + kDeltaChunk + v) * 2;
+}
+
+// The regions of a workspace of delta_chunk_work_bytes(units, k, v) at base (16-byte aligned).
+EJK_HD DeltaChunkWork delta_chunk_work(void* base, i64 units, i64 k, i64 v) {
+  DeltaChunkWork w{};
+  char* at = static_cast<char*>(base);
+  w.gc = reinterpret_cast<float*>(at);
+  at += delta_chunk_round16(units * 4);
+  const i64 rows = units * kDeltaChunk;
+  w.w = reinterpret_cast<u16*>(at), at += rows * k * 2;
+  w.qg = reinterpret_cast<u16*>(at), at += rows * k * 2;
+  w.kd = reinterpret_cast<u16*>(at), at += rows * k * 2;
+  w.pm = reinterpret_cast<u16*>(at), at += rows * kDeltaChunk * 2;
+  w.u = reinterpret_cast<u16*>(at);
+  return w;
+}
+
+// Shared memory rows are padded by 8 elements (16 bytes) so that the 8 rows one ldmatrix phase
+// reads fall on distinct banks.
+EJK_HD constexpr i64 delta_chunk_pitch(i64 n) { return n + 8; }
+// Bytes of the per-chunk pass's shared memory: raw q, k, v rows, the two scaled inverses, the
+// f32 system and per-token values (cuda/delta_chunk.cuh's DeltaPrepSmem).
+EJK_HD constexpr i64 delta_chunk_prep_smem(i64 k, i64 v) {
+  return 2 * (kDeltaChunk * (2 * delta_chunk_pitch(k) + delta_chunk_pitch(v) + 2 * delta_chunk_pitch(kDeltaChunk))) +
+         4 * (kDeltaChunk * (kDeltaChunk + 4) + 8 * kDeltaChunk);
+}
+// Bytes of the walk's shared memory: two stages of a chunk's operands, the state and V'
+// (DeltaWalkSmem).
+EJK_HD constexpr i64 delta_chunk_walk_smem(i64 k) {
+  const i64 stage = kDeltaChunk * (3 * delta_chunk_pitch(k) + delta_chunk_pitch(kDeltaChunk) +
+                                   delta_chunk_pitch(kDeltaChunkCols));
+  return 2 * (2 * stage + (k + kDeltaChunk) * delta_chunk_pitch(kDeltaChunkCols));
+}
 
 // Offset in elements of (sequence s, token t, head h) in a token tensor.
 EJK_HD i64 delta_at(const DeltaTokens& x, i64 s, i64 t, i64 h) { return s * x.sb + t * x.st + h * x.sh; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/call.h"
 #include "ops/gated_delta_rule/delta_reference.h"
 #include "thread_pool.h"
 
@@ -37,7 +38,17 @@ DeltaOp::DeltaOp(std::string_view kernel_op, bool backward)
       dbeta(backward ? tensor("dbeta") : -1), ddecay(backward ? tensor("ddecay") : -1),
       d_initial_state(backward ? tensor("d_initial_state") : -1), softmax_scale(scalar("softmax_scale")),
       use_qk_l2norm(scalar("use_qk_l2norm")), sym_B(symbol("B")), sym_T(symbol("T")), sym_H(symbol("H")),
-      sym_K(symbol("K")), sym_V(symbol("V")) {}
+      sym_K(symbol("K")), sym_V(symbol("V")), pv_seqlen(backward ? -1 : problem_var("seqlen")) {}
+
+void DeltaOp::problem(const engine::Bound& b, engine::ProblemValues& v) const {
+  if (!backward) v.put(pv_seqlen, b.size(sym_T));
+}
+
+void DeltaOp::plan_facts(const engine::PlanData& plan, void* facts) const {
+  static_assert(sizeof(DeltaFacts) <= kFactBytes);
+  auto* f = new (facts) DeltaFacts{};
+  if (!backward) f->chunk = plan.key.get_int("chunk");
+}
 
 void DeltaOp::check(const engine::Bound& b) const {
   for (int sym : {sym_K, sym_V})

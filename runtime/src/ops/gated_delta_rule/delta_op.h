@@ -12,6 +12,8 @@ class DeltaOp final : public engine::OpDef {
   DeltaOp(std::string_view kernel_op, bool backward);
 
   void check(const engine::Bound& b) const override;
+  void problem(const engine::Bound& b, engine::ProblemValues& v) const override;
+  void plan_facts(const engine::PlanData& plan, void* facts) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
@@ -28,6 +30,13 @@ class DeltaOp final : public engine::OpDef {
   const int d_o, d_final_state, dq, dk, dv, dbeta, ddecay, d_initial_state;
   const int softmax_scale, use_qk_l2norm;
   const int sym_B, sym_T, sym_H, sym_K, sym_V;
+  const int pv_seqlen;  // the forward's only
+};
+
+// What a plan's key decides: the forward's tokens per chunk (1: the token walk; the backward
+// always walks tokens).
+struct DeltaFacts {
+  int64_t chunk = 1;
 };
 
 // Tokens between the backward's checkpoints: about sqrt(T), so checkpoints and one chunk's
