@@ -8,7 +8,8 @@
 #   mkdir -p .carry/debs && (cd .carry/debs && apt-get download libcli11-dev libxxhash-dev) &&
 #   for f in .carry/debs/*.deb; do dpkg -x $f .carry/deps; done
 # EJK_VARIANTS narrows the AOT set (default: the whole spec's for EJK_CUDA_ARCHS, default 90a);
-# EJK_DEVICE_OPS (a regex of op names) narrows the CLI problems to those ops.
+# EJK_DEVICE_OPS (a regex of op names) narrows the CLI problems to those ops; EJK_CTEST_JOBS sets
+# ctest's parallelism (default 4).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ejk-out}
@@ -20,7 +21,7 @@ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DEJK_ENABLE_ORC_JIT=OFF -D
   -DCMAKE_PREFIX_PATH="$PWD/.carry/deps/usr" >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build $B -j 16 >"$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 echo "== tests"
-(cd $B && ctest -j 4 --output-on-failure >"$OUT/ctest.log" 2>&1; tail -25 "$OUT/ctest.log")
+(cd $B && ctest -j "${EJK_CTEST_JOBS:-4}" --output-on-failure >"$OUT/ctest.log" 2>&1; tail -25 "$OUT/ctest.log")
 echo "== ejk run --backend cuda --check"
 export EJK_CACHE_DIR=/tmp/ejk-cache
 E=$B/cli/ejk
