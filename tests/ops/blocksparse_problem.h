@@ -106,4 +106,33 @@ inline const std::vector<double>& ref_of(const std::vector<ReferenceOutput>& ref
   return none;
 }
 
+// Per element of dsoftmax_aux, the sum of its terms' magnitudes |exp(sink - lse_i) D_i| over the
+// query rows it sums (D_i = d_out_i . out_i; [B, Hq, Sq, D] rows): the terms have both signs and
+// may cancel to far less than their size, while 16-bit out and d_out err relative to each term.
+// An error bound for dsoftmax_aux is a tolerance times this.
+inline std::vector<double> sink_term_sizes(const Problem& p, const Tensor& sinks, const Tensor& out,
+                                           const Tensor& lse, const Tensor& d_out) {
+  const std::vector<double> o = values_of(out), g = values_of(d_out), l = values_of(lse), s = values_of(sinks);
+  std::vector<double> size(s.size(), 0.0);
+  for (int64_t row = 0; row < p.b * p.hq * p.sq; ++row) {
+    if (!std::isfinite(l[size_t(row)])) continue;
+    double delta = 0;
+    for (int64_t x = 0; x < p.d; ++x) delta += o[size_t(row * p.d + x)] * g[size_t(row * p.d + x)];
+    const int64_t h = row / p.sq % p.hq;
+    for (int64_t t = 0; t < p.sinks; ++t) {
+      const size_t at = size_t(p.shared_sinks ? t : h * p.sinks + t);
+      size[at] += std::abs(std::exp(s[at] - l[size_t(row)]) * delta);
+    }
+  }
+  return size;
+}
+
+// Whether every element of dsoftmax_aux is within tol times its terms' size.
+inline bool sinks_within(const std::vector<double>& got, const std::vector<double>& want,
+                         const std::vector<double>& size, double tol) {
+  for (size_t t = 0; t < got.size(); ++t)
+    if (!(std::abs(got[t] - want[t]) <= tol * size[t])) return false;
+  return true;
+}
+
 }  // namespace ejk::test
