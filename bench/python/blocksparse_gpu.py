@@ -19,11 +19,11 @@ EJK_LIBRARY_DIR=BUILD/runtime).
 import argparse
 import json
 import os
-import statistics
 
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+from bench_torch import device_s  # CUDA events around calls back to back, median of batches
 from ejk.torch import blocksparse_attention
 
 
@@ -33,23 +33,6 @@ def ints(text):
 
 def floats(text):
     return [float(x) for x in text.split(",") if x]
-
-
-def device_ms(fn, calls=20, batches=5):
-    """Median over batches of the mean device time per call (CUDA events around `calls` calls)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(batches):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return statistics.median(times)
 
 
 def random_layout(h, nq, nk, bq, bk, density, causal, seed):
@@ -86,7 +69,7 @@ def row(s, h, d, bq, bk, density, causal, per_head, seed=0):
         out_e, out_f = ejk_call().float(), flex_call().float()
         rel = ((out_e - out_f).norm() / out_f.norm().clamp_min(1e-30)).item()
         nan = bool(torch.isnan(out_e).any().item())
-        ms_e, ms_f = device_ms(ejk_call), device_ms(flex_call)
+        ms_e, ms_f = device_s(ejk_call, (), 20) * 1e3, device_s(flex_call, (), 20) * 1e3
     work = 4.0 * bq * bk * d * listed
     return {"s": s, "h": h, "d": d, "block": [bq, bk], "density": density,
             "listed_fraction": listed / (h * nq * nk), "causal": causal, "per_head": per_head,

@@ -3,9 +3,9 @@
 ejk.torch.gated_delta_rule vs fla.ops.gated_delta_rule.chunk_gated_delta_rule,
 ejk.torch.lightning_attention vs fla.ops.lightning_attn.chunk_lightning_attn and
 ejk.torch.recurrent_attention (a per-head g_gamma) vs fla.ops.simple_gla.chunk_simple_gla, on
-issue 46's shapes (B T = 32k, H 16 and 32, K = V = 128, bf16). Per row: the median of CUDA-event
-timings of calls back to back, both libraries' milliseconds, the ratio (FLA / ejk: above 1 means
-ejk is faster) and the rel-L2 between the two outputs (both take the same inputs; the gated delta
+the family's benchmark shapes (B T = 32k, H 16 and 32, K = V = 128, bf16). Per row: CUDA events
+around --reps calls back to back (median of 5 batches), both libraries' milliseconds, the ratio
+(FLA / ejk: above 1 means ejk is faster) and the rel-L2 between the two outputs (both take the same inputs; the gated delta
 rule's q and k are L2-normalized inside both kernels).
 
 FLA comes as wheels (pip download --no-deps flash-linear-attention fla-core einops) unzipped to a
@@ -19,31 +19,15 @@ A missing FLA op is reported and skipped; Triton must be importable (it comes wi
 """
 import argparse
 import json
-import statistics
 
 import torch
 
 import ejk.torch as et
+from bench_torch import device_s  # CUDA events around calls back to back, median of batches
 
 SHAPES = ((1, 32768, 16), (2, 16384, 16), (4, 8192, 16), (8, 4096, 16), (16, 2048, 16), (1, 32768, 32),
           (4, 8192, 32))
 D = 128
-
-
-def median_ms(f, reps=20, warmup=3):
-    """The median of `reps` CUDA-event timings of f() (each call timed on its own)."""
-    for _ in range(warmup):
-        f()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        f()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def rel_l2(a, b):
@@ -102,7 +86,7 @@ def main():
             try:
                 ours, theirs = PAIRS[op](fla, b, t, h)
                 err = rel_l2(ours(), theirs())
-                mo, mt = median_ms(ours, args.reps), median_ms(theirs, args.reps)
+                mo, mt = device_s(ours, (), args.reps) * 1e3, device_s(theirs, (), args.reps) * 1e3
             except (ImportError, AttributeError, RuntimeError, NotImplementedError, ValueError) as e:
                 print(f"{op:<11} {b:>3} {t:>6} {h:>3} skipped: {type(e).__name__}: {e}")
                 rows.append({"op": op, "B": b, "T": t, "H": h, "skipped": f"{type(e).__name__}: {e}"})
