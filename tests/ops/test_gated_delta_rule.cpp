@@ -231,6 +231,57 @@ TEST_CASE("gated delta rule: a decode step may update the state in place", "[del
   }
 }
 
+// The chunked CPU forward and the token walk on the same problems: sequences shorter than,
+// equal to and just past one chunk and a long one; segment starts at random, on chunk edges and
+// inside chunks; the decay, the L2 norm and the initial state each on and off; the chunked sizes
+// and an odd one (rows padded to 16 columns).
+TEST_CASE("gated delta rule on the CPU, chunked and token walk: the float64 reference", "[delta][cpu][chunked]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these sizes are not built in");
+  const int64_t sizes[][2] = {{64, 64}, {128, 128}, {64, 128}, {20, 36}};
+  uint64_t seed = 300;
+  int i = 0;
+  for (DType t : {DType::f32, DType::bf16})
+    for (const auto& kv : sizes)
+      for (int64_t len : {1, 63, 64, 65, 200}) {
+        DeltaProblem p;
+        p.dtype = t, p.b = 2, p.h = 2, p.k = kv[0], p.v = kv[1], p.t = len;
+        p.decay = i % 3 != 1, p.segments = i % 2 == 0, p.seg_mode = i % 4 == 0 ? 1 : 0, p.init = i % 3 != 2;
+        p.l2norm = i % 5 != 3;
+        if (!p.l2norm) p.k_scale = 1 / std::sqrt(double(p.k));
+        ++i;
+        for (int64_t chunk : {1, 64}) {
+          p.chunk = chunk;
+          check_problem(p, false, seed);
+        }
+        ++seed;
+      }
+}
+
+// final_state in initial_state's buffer, chunked: each unit reads its whole state before its
+// first chunk and writes it after its last.
+TEST_CASE("gated delta rule on the CPU, chunked: the state may be updated in place", "[delta][cpu][chunked]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these sizes are not built in");
+  for (int64_t t : {1, 70}) {
+    DeltaProblem p;
+    p.k = p.v = 64, p.t = t, p.init = true, p.segments = t > 1, p.chunk = 64;
+    const Call c = make_delta_call(p, false, 80 + uint64_t(t));
+    const auto ref = reference("gated_delta_rule", c.inputs_only());
+    const auto want = std::find_if(ref.begin(), ref.end(), [](const ReferenceOutput& r) { return r.name == "final_state"; });
+    REQUIRE(want != ref.end());
+    Args a = c.all(false);
+    const TensorView h0 = *a.tensor("initial_state");
+    a.set("final_state", h0);
+    const RunInfo info = run("gated_delta_rule", run_args(a, p, false));
+    CHECK_THAT(info.key, ContainsSubstring(".c64"));
+    const std::vector<double> got = values(h0);
+    double num = 0, den = 0;
+    for (size_t j = 0; j < got.size(); ++j)
+      num += (got[j] - want->values[j]) * (got[j] - want->values[j]), den += want->values[j] * want->values[j];
+    INFO(fmt::format("t {}: rel_l2 {:.3e}", t, std::sqrt(num / den)));
+    CHECK(std::sqrt(num / den) <= 1e-5);
+  }
+}
+
 // The reference's gradients against central differences of its forward, in float64 on f32
 // inputs: loss = sum(o * d_o) + sum(final_state * d_final_state).
 TEST_CASE("the gated delta rule reference backward matches finite differences of its forward", "[delta][reference]") {

@@ -62,6 +62,14 @@ EJK_HD constexpr i64 delta_cpu_row(i64 v) { return ceil_div(v, kDeltaCpuColumns)
 EJK_HD constexpr i64 delta_cpu_lane_floats(i64 k, i64 v, i64 chunks_cap, i64 chunk) {
   return (2 + chunks_cap + chunk) * k * delta_cpu_row(v);
 }
+// CPU chunked forward (cpu/delta_chunk.h): floats of one lane's workspace: the state [K, V],
+// q, k, k^T, W [64, K] each, U [64, V], A and the masked q k^T [64, 64], per-token values (the
+// running log decay in double) and a row of coefficients; a multiple of 16 floats.
+EJK_HD constexpr i64 delta_cpu_chunk_lane_floats(i64 k, i64 v) {
+  const i64 kp = delta_cpu_row(k), vp = delta_cpu_row(v), c = 64;
+  const i64 n = k * vp + 4 * c * kp + c * vp + 2 * c * c + 5 * c + (kp > vp ? (kp > c ? kp : c) : (vp > c ? vp : c));
+  return ceil_div(n, (i64)16) * 16;
+}
 
 // CUDA: threads per block (8 warps) and the state columns a block covers (a lane each).
 constexpr int kDeltaThreads = 256, kDeltaWarps = 8, kDeltaTile = 32;

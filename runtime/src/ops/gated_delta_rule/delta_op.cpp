@@ -86,21 +86,28 @@ DeltaParams DeltaOp::params(const engine::Bound& b) const {
   return p;
 }
 
-engine::CpuWork DeltaOp::cpu_prepare(const engine::Bound& b, const engine::PlanData&, void* params) const {
+engine::CpuWork DeltaOp::cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const {
   static_assert(sizeof(DeltaParams) <= kParamBytes);
   DeltaParams& p = *new (params) DeltaParams(this->params(b));
   if (p.sequences == 0 || p.heads == 0) return {0};
-  if (!backward) {
+  const bool chunked = !backward && plan.facts_as<DeltaFacts>().chunk > 1;
+  if (!backward && !chunked) {
     p.v_tile = kDeltaCpuColumns, p.v_tiles = ceil_div<int64_t>(p.dv_, p.v_tile);
     return {p.sequences * p.heads * p.v_tiles};
   }
   // Lanes of (sequence, head) units, each with a workspace of its own (the calling thread's
   // buffer, reused by its next call; it waits for the tasks).
-  p.chunk = delta_chunk(p.seqlen);
-  p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
   p.lanes = std::min<int64_t>(p.sequences * p.heads, 2 * ThreadPool::global().size());
+  int64_t lane_floats = 0;
+  if (chunked) {
+    lane_floats = delta_cpu_chunk_lane_floats(p.dk_, p.dv_);
+  } else {
+    p.chunk = delta_chunk(p.seqlen);
+    p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
+    lane_floats = delta_cpu_lane_floats(p.dk_, p.dv_, p.chunks_cap, p.chunk);
+  }
   thread_local std::vector<float> work;
-  const size_t need = size_t(p.lanes * delta_cpu_lane_floats(p.dk_, p.dv_, p.chunks_cap, p.chunk));
+  const size_t need = size_t(p.lanes * lane_floats);
   if (work.size() < need) work.resize(need);
   p.work = work.data();
   return {p.lanes};
