@@ -14,6 +14,7 @@
 #pragma once
 #include "ejk/kernels/common/delta_params.h"
 #include "ejk/kernels/cuda/delta.cuh"
+#include "ejk/kernels/cuda/mma_frag.cuh"
 #include "ejk/kernels/cuda/ptx.cuh"
 
 namespace ejk::cuda {
@@ -21,27 +22,6 @@ namespace ejk::cuda {
 constexpr int kDC = kDeltaChunk;       // tokens per chunk
 constexpr int kDN = kDeltaChunkCols;   // state columns per walking block
 constexpr int kDCP = int(delta_chunk_pitch(kDC)), kDNP = int(delta_chunk_pitch(kDN));
-
-// mma.sync m16n8k16 operand fragments from shared memory (ldmatrix x4). A from [m][k] rows:
-__device__ __forceinline__ void dc_frag_a(u32 (&a)[4], const u16* base, int ld, int m0, int k0) {
-  const int l = threadIdx.x % 32;
-  ldmatrix_x4(a, smem_addr(base + (m0 + (l & 15)) * ld + k0 + (l >> 4) * 8));
-}
-// A from its transpose stored as [k][m] rows.
-__device__ __forceinline__ void dc_frag_a_t(u32 (&a)[4], const u16* base, int ld, int m0, int k0) {
-  const int l = threadIdx.x % 32;
-  ldmatrix_x4_trans(a, smem_addr(base + (k0 + (l & 7) + ((l >> 4) << 3)) * ld + m0 + ((l >> 3) & 1) * 8));
-}
-// B of two n-tiles (n0 and n0 + 8: b[0..1], b[2..3]) from [n][k] rows.
-__device__ __forceinline__ void dc_frag_b_nk(u32 (&b)[4], const u16* base, int ld, int n0, int k0) {
-  const int l = threadIdx.x % 32;
-  ldmatrix_x4(b, smem_addr(base + (n0 + (l & 7) + ((l >> 4) << 3)) * ld + k0 + ((l >> 3) & 1) * 8));
-}
-// B of two n-tiles from [k][n] rows.
-__device__ __forceinline__ void dc_frag_b_kn(u32 (&b)[4], const u16* base, int ld, int k0, int n0) {
-  const int l = threadIdx.x % 32;
-  ldmatrix_x4_trans(b, smem_addr(base + (k0 + (l & 15)) * ld + n0 + (l >> 4) * 8));
-}
 
 // The (row, column) of C fragment element e (0..3) of the m16n8 tile at (m0, n0).
 __device__ __forceinline__ int dc_row(int m0, int e) { return m0 + (threadIdx.x % 32) / 4 + (e >= 2) * 8; }
@@ -127,12 +107,12 @@ __device__ __forceinline__ void dc_gram(DeltaPrepSmem<Cfg>& sm, u16* pm) {
 #pragma unroll
   for (int k0 = 0; k0 < Cfg::kK; k0 += 16) {
     u32 fk[4], fq[4];
-    dc_frag_a(fk, &sm.k[0][0], PK, m0, k0);
-    dc_frag_a(fq, &sm.q[0][0], PK, m0, k0);
+    frag_a(fk, &sm.k[0][0], PK, m0, k0);
+    frag_a(fq, &sm.q[0][0], PK, m0, k0);
 #pragma unroll
     for (int np = 0; np < 2; ++np) {
       u32 b[4];
-      dc_frag_b_nk(b, &sm.k[0][0], PK, nb + 16 * np, k0);
+      frag_b_nk(b, &sm.k[0][0], PK, nb + 16 * np, k0);
       mma_16816<E>(ak[2 * np], fk, b[0], b[1]);
       mma_16816<E>(ak[2 * np + 1], fk, b[2], b[3]);
       mma_16816<E>(aq[2 * np], fq, b[0], b[1]);
@@ -195,11 +175,11 @@ __device__ __forceinline__ void dc_apply(const u16 (*t)[kDCP], const u16 (*x)[de
 #pragma unroll
   for (int k0 = 0; k0 < kDC; k0 += 16) {
     u32 a[4];
-    dc_frag_a(a, &t[0][0], kDCP, m0, k0);
+    frag_a(a, &t[0][0], kDCP, m0, k0);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       u32 b[4];
-      dc_frag_b_kn(b, &x[0][0], int(delta_chunk_pitch(X)), k0, nb + 16 * np);
+      frag_b_kn(b, &x[0][0], int(delta_chunk_pitch(X)), k0, nb + 16 * np);
       mma_16816<E>(acc[2 * np], a, b[0], b[1]);
       mma_16816<E>(acc[2 * np + 1], a, b[2], b[3]);
     }
@@ -318,9 +298,9 @@ __device__ __forceinline__ void dc_walk_vprime(DeltaWalkSmem<Cfg>& sm, const typ
 #pragma unroll
   for (int k0 = 0; k0 < Cfg::kK; k0 += 16) {
     u32 aw[4], aq[4], b[4];
-    dc_frag_a(aw, &st.w[0][0], PK, m0, k0);
-    dc_frag_a(aq, &st.qg[0][0], PK, m0, k0);
-    dc_frag_b_kn(b, &sm.sb[0][0], kDNP, k0, nb);
+    frag_a(aw, &st.w[0][0], PK, m0, k0);
+    frag_a(aq, &st.qg[0][0], PK, m0, k0);
+    frag_b_kn(b, &sm.sb[0][0], kDNP, k0, nb);
     mma_16816<E>(ws[0], aw, b[0], b[1]);
     mma_16816<E>(ws[1], aw, b[2], b[3]);
     mma_16816<E>(acc[0], aq, b[0], b[1]);
@@ -346,8 +326,8 @@ __device__ __forceinline__ void dc_walk_out(const DeltaParams& p, DeltaWalkSmem<
 #pragma unroll
   for (int k0 = 0; k0 < kDC; k0 += 16) {
     u32 a[4], b[4];
-    dc_frag_a(a, &st.pm[0][0], kDCP, m0, k0);
-    dc_frag_b_kn(b, &sm.vp[0][0], kDNP, k0, nb);
+    frag_a(a, &st.pm[0][0], kDCP, m0, k0);
+    frag_b_kn(b, &sm.vp[0][0], kDNP, k0, nb);
     mma_16816<E>(acc[0], a, b[0], b[1]);
     mma_16816<E>(acc[1], a, b[2], b[3]);
   }
@@ -373,11 +353,11 @@ __device__ __forceinline__ void dc_walk_state(DeltaWalkSmem<Cfg>& sm, const type
 #pragma unroll
   for (int k0 = 0; k0 < kDC; k0 += 16) {
     u32 a[4];
-    dc_frag_a_t(a, &st.kd[0][0], PK, 16 * Tl::ms(), k0);
+    frag_a_t(a, &st.kd[0][0], PK, 16 * Tl::ms(), k0);
 #pragma unroll
     for (int np = 0; np < Tl::kNS / 2; ++np) {
       u32 b[4];
-      dc_frag_b_kn(b, &sm.vp[0][0], kDNP, k0, 8 * Tl::ns0() + 16 * np);
+      frag_b_kn(b, &sm.vp[0][0], kDNP, k0, 8 * Tl::ns0() + 16 * np);
       mma_16816<Cfg::E>(S[2 * np], a, b[0], b[1]);
       mma_16816<Cfg::E>(S[2 * np + 1], a, b[2], b[3]);
     }

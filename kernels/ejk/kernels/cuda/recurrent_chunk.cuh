@@ -10,6 +10,7 @@
 // Warp w owns output rows 16w..16w+15 (so only key blocks j <= 16w+15) and state rows
 // w K/4..(w+1) K/4 - 1. The next chunk's q, k, v arrive by cp.async while this one computes.
 #pragma once
+#include "ejk/kernels/cuda/mma_frag.cuh"
 #include "ejk/kernels/cuda/recurrent.cuh"
 
 namespace ejk::cuda {
@@ -38,28 +39,6 @@ __device__ __forceinline__ void recurrent_chunk_load(u16* dst, const RecurrentPa
       for (int x = 0; x < 8; ++x) d[x] = in ? src[x] : u16(0);
     }
   }
-}
-
-// A 16x16 A-operand block at (row, col) of a row-major shared matrix of pitch P.
-template <int P> __device__ __forceinline__ void recurrent_chunk_a(u32 (&a)[4], const u16* m, int row, int col) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4(a, smem_addr(m + (row + lane % 8 + (lane / 8 % 2) * 8) * P + col + (lane / 16) * 8));
-}
-// The same from a matrix stored transposed ([k][m]): A = M^T.
-template <int P> __device__ __forceinline__ void recurrent_chunk_at(u32 (&a)[4], const u16* m, int k0, int m0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4_trans(a, smem_addr(m + (k0 + lane % 8 + (lane / 16) * 8) * P + m0 + (lane / 8 % 2) * 8));
-}
-// B operands of two n8 tiles (n0..n0+15) over k0..k0+15: b[0], b[1] the first, b[2], b[3] the
-// second. From a [n][k] matrix (keys for q k^T) ...
-template <int P> __device__ __forceinline__ void recurrent_chunk_bn(u32 (&b)[4], const u16* m, int n0, int k0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4(b, smem_addr(m + (n0 + lane % 8 + (lane / 16) * 8) * P + k0 + (lane / 8 % 2) * 8));
-}
-// ... or from a [k][n] matrix (values, the state).
-template <int P> __device__ __forceinline__ void recurrent_chunk_bk(u32 (&b)[4], const u16* m, int k0, int n0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4_trans(b, smem_addr(m + (k0 + lane % 8 + (lane / 8 % 2) * 8) * P + n0 + (lane / 16) * 8));
 }
 
 // The chunk's inclusive cumulative log decays, by warp 0: lane l sums steps 2l and 2l + 1.
@@ -123,17 +102,17 @@ __device__ __forceinline__ void recurrent_chunk_outputs(const RecurrentParams& p
 #pragma unroll
   for (int kk = 0; kk < Cfg::kK / 16; ++kk) {
     u32 a[4], b[4];
-    recurrent_chunk_a<PK>(a, sq, row0, kk * 16);
+    frag_a(a, sq, PK, row0, kk * 16);
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       if (np > warp) continue;  // keys after the warp's last row are masked
-      recurrent_chunk_bn<PK>(b, sk, np * 16, kk * 16);
+      frag_b_nk(b, sk, PK, np * 16, kk * 16);
       mma_16816<E>(P[2 * np], a, b[0], b[1]);
       mma_16816<E>(P[2 * np + 1], a, b[2], b[3]);
     }
 #pragma unroll
     for (int vp = 0; vp < 2; ++vp) {
-      recurrent_chunk_bk<PV>(b, ss, kk * 16, vp * 16);
+      frag_b_kn(b, ss, PV, kk * 16, vp * 16);
       mma_16816<E>(O[2 * vp], a, b[0], b[1]);
       mma_16816<E>(O[2 * vp + 1], a, b[2], b[3]);
     }
@@ -159,7 +138,7 @@ __device__ __forceinline__ void recurrent_chunk_outputs(const RecurrentParams& p
 #pragma unroll
     for (int vp = 0; vp < 2; ++vp) {
       u32 b[4];
-      recurrent_chunk_bk<PV>(b, sv, kb * 16, vp * 16);
+      frag_b_kn(b, sv, PV, kb * 16, vp * 16);
       mma_16816<E>(O[2 * vp], pa[kb], b[0], b[1]);
       mma_16816<E>(O[2 * vp + 1], pa[kb], b[2], b[3]);
     }
@@ -213,12 +192,12 @@ __device__ __forceinline__ void recurrent_chunk_update(float (&S)[kChunkStateTil
 #pragma unroll
   for (int kb = 0; kb < kRecurrentChunk / 16; ++kb) {
     u32 b[2][4];
-    recurrent_chunk_bk<PV>(b[0], sv, kb * 16, 0);
-    recurrent_chunk_bk<PV>(b[1], sv, kb * 16, 16);
+    frag_b_kn(b[0], sv, PV, kb * 16, 0);
+    frag_b_kn(b[1], sv, PV, kb * 16, 16);
 #pragma unroll
     for (int mt = 0; mt < kChunkStateTiles<Cfg>; ++mt) {
       u32 a[4];
-      recurrent_chunk_at<PK>(a, kw, kb * 16, warp * (Cfg::kK / 4) + mt * 16);
+      frag_a_t(a, kw, PK, warp * (Cfg::kK / 4) + mt * 16, kb * 16);
 #pragma unroll
       for (int vp = 0; vp < 2; ++vp) {
         mma_16816<E>(S[mt][2 * vp], a, b[vp][0], b[vp][1]);
