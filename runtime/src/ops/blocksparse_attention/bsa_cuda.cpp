@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <climits>
 
 #include "ejk/core/error.h"
 #include "ejk/kernels/cuda/flash_bwd_launch.h"
@@ -14,6 +13,7 @@
 #include "engine/call.h"
 #include "engine/cuda_exec.h"
 #include "ops/blocksparse_attention/bsa_op.h"
+#include "ops/flash_attention/flash_bwd_tc_cuda.h"
 
 namespace ejk::ops {
 namespace {
@@ -35,20 +35,6 @@ BlocksparseLayout device_layout(const engine::Bound& b, int block_mask, const Bl
   return d;
 }
 
-struct Rows {
-  const void* base;
-  int64_t sb, ss, sh;
-  const char* name;
-};
-
-// The kernels read rows in 16-byte chunks (cp.async).
-void require_chunks(const std::string& op, int64_t head_dim, int64_t esize, std::initializer_list<Rows> rows) {
-  for (const Rows& r : rows)
-    if (!engine::chunks16_allowed(head_dim, esize, {r.base}, {r.sb, r.ss, r.sh}))
-      throw InvalidArgument(fmt::format("{} (CUDA): {} must be 16-byte aligned with batch, sequence and head strides "
-                                        "that are multiples of 8 elements", op, r.name));
-}
-
 // A block's queries lie in one layout row and its keys in one layout block (and the dK/dV
 // block's keys in one layout column).
 void require_tiles(const std::string& op, const BlocksparseLists& l, int64_t block_q, int64_t block_k, bool backward) {
@@ -60,11 +46,6 @@ void require_tiles(const std::string& op, const BlocksparseLists& l, int64_t blo
   if (l.block_k % block_k != 0)
     throw InvalidArgument(fmt::format("{} (CUDA): kv_blocksize: {} is not a multiple of the kernel's block_k {}; {}",
                                       op, l.block_k, block_k, takes));
-}
-
-unsigned grid_of(const std::string& op, const char* what, int64_t blocks) {
-  if (blocks > INT32_MAX) throw InvalidArgument(fmt::format("{} (CUDA): {} {} blocks exceed the grid", op, blocks, what));
-  return unsigned(blocks);
 }
 
 int64_t lse_rows(const FlashFwdParams& f) { return f.heads_q * f.batch * f.seqlen_q; }
@@ -90,23 +71,22 @@ void BlocksparseOp::cuda_launch(const engine::Bound& b, const engine::PlanData& 
   const auto& f = plan.facts_as<BlocksparsePlanFacts>();
   const BlocksparseLists l = list_shape(b);
   require_tiles(name(), l, f.block_q, f.block_k, backward);
-  const int64_t esize = int64_t(dtype_size(b.dtype));
   constexpr int64_t kMaxGridYZ = 65535;
   if (!backward) {
     BlocksparseFwdCudaParams p{forward_params(b), device_layout(b, block_mask, l)};
     const FlashFwdParams& fp = p.f;
-    require_chunks(name(), fp.head_dim, esize,
-                   {{fp.q, fp.q_stride_b, fp.q_stride_s, fp.q_stride_h, "q"},
-                    {fp.k, fp.k_stride_b, fp.k_stride_s, fp.k_stride_h, "k"},
-                    {fp.v, fp.v_stride_b, fp.v_stride_s, fp.v_stride_h, "v"},
-                    {fp.out, fp.o_stride_b, fp.o_stride_s, fp.o_stride_h, "out"}});
+    require_flash_rows(name(), fp.head_dim,
+                       {{fp.q, fp.q_stride_b, fp.q_stride_s, fp.q_stride_h, "q"},
+                        {fp.k, fp.k_stride_b, fp.k_stride_s, fp.k_stride_h, "k"},
+                        {fp.v, fp.v_stride_b, fp.v_stride_s, fp.v_stride_h, "v"},
+                        {fp.out, fp.o_stride_b, fp.o_stride_s, fp.o_stride_h, "out"}});
     const cuda::FlashFwdSm80Geometry g = geometry(plan.key);
     if (fp.heads_q > kMaxGridYZ || fp.batch > kMaxGridYZ)
       throw InvalidArgument(fmt::format("{} (CUDA): {} q heads and batch {}: expected at most 65535 of each (the "
                                         "grid)", name(), fp.heads_q, fp.batch));
     const int64_t smem = g.smem_bytes() + bsa_bitmap_bytes(l.num_k_blocks);
     void* args[] = {&p};  // copied at the launch
-    lc.launch(0, engine::Grid{grid_of(name(), "q", g.grid_x(fp)), unsigned(fp.heads_q), unsigned(fp.batch)},
+    lc.launch(0, engine::Grid{flash_grid_x(name(), "q", g.grid_x(fp)), unsigned(fp.heads_q), unsigned(fp.batch)},
               unsigned(g.threads()), unsigned(smem), args);
     return;
   }
@@ -114,33 +94,14 @@ void BlocksparseOp::cuda_launch(const engine::Bound& b, const engine::PlanData& 
   FlashBwdParams& g = p.g;
   const FlashFwdParams& fp = g.fwd;
   if (b.has(dsoftmax_aux) && !b.has(softmax_aux)) g.zero_dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
-  require_chunks(name(), fp.head_dim, esize,
-                 {{fp.q, fp.q_stride_b, fp.q_stride_s, fp.q_stride_h, "q"},
-                  {fp.k, fp.k_stride_b, fp.k_stride_s, fp.k_stride_h, "k"},
-                  {fp.v, fp.v_stride_b, fp.v_stride_s, fp.v_stride_h, "v"},
-                  {g.d_out, g.do_stride_b, g.do_stride_s, g.do_stride_h, "d_out"},
-                  {g.dq, g.dq_stride_b, g.dq_stride_s, g.dq_stride_h, "dq"},
-                  {g.dk, g.dk_stride_b, g.dk_stride_s, g.dk_stride_h, "dk"},
-                  {g.dv, g.dv_stride_b, g.dv_stride_s, g.dv_stride_h, "dv"}});
-  const int64_t bq = f.block_q, bk = f.block_k, d = fp.head_dim, group = fp.heads_q / fp.heads_kv;
-  g.delta = static_cast<float*>(lc.scratch());
   void* args[] = {&p};  // copied at each launch
-  constexpr int64_t kRowsPerBlock = cuda::kFlashBwdDeltaThreads / 32;
-  g.phase = cuda::kBwdDelta;
-  lc.launch(0, engine::Grid{grid_of(name(), "delta", std::max<int64_t>(ceil_div<int64_t>(lse_rows(fp), kRowsPerBlock), 1))},
-            cuda::kFlashBwdDeltaThreads, 0, args);
-  g.phase = cuda::kBwdKv;
-  lc.launch(0, engine::Grid{grid_of(name(), "dk/dv", fp.batch * fp.heads_kv * ceil_div<int64_t>(fp.seqlen_k, bk))},
-            unsigned(cuda::flash_bwd_kv_threads(bk)),
-            unsigned(cuda::flash_bwd_kv_smem(d, bq, bk) + bsa_column_bitmap_bytes(group, l.num_q_blocks)), args);
-  g.phase = cuda::kBwdQ;
-  lc.launch(0, engine::Grid{grid_of(name(), "dq", fp.batch * fp.heads_q * ceil_div<int64_t>(fp.seqlen_q, bq))},
-            unsigned(cuda::flash_bwd_q_threads(bq)),
-            unsigned(cuda::flash_bwd_q_smem(d, bq, bk) + bsa_bitmap_bytes(l.num_k_blocks)), args);
-  if (const int64_t sinks = bsa_bwd_tasks(BlocksparseBwdParams{g, {}}, bq, bk).sinks; sinks > 0) {
-    g.phase = cuda::kBwdSinks;
-    lc.launch(0, engine::Grid{unsigned(sinks)}, cuda::kFlashBwdBlock, 0, args);
-  }
+  require_flash_bwd_rows(name(), g);
+  const int64_t group = fp.heads_q / fp.heads_kv;
+  const int64_t sinks = bsa_bwd_tasks(BlocksparseBwdParams{g, {}}, f.block_q, f.block_k).sinks;
+  launch_flash_bwd_tc(name(), g, args,
+                      {f.block_q, f.block_k, lse_rows(fp), sinks, bsa_column_bitmap_bytes(group, l.num_q_blocks),
+                       bsa_bitmap_bytes(l.num_k_blocks)},
+                      lc);
 }
 
 }  // namespace ejk::ops
