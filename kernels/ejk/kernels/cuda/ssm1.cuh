@@ -73,9 +73,57 @@ __device__ __forceinline__ void ssm1_load_row(float (&h)[Cfg::kN], const float* 
   for (int j = 0; j < Cfg::kN; ++j) h[j] = src != nullptr && u.active ? src[u.ch * n + j] : 0.0f;
 }
 
+// Forward: a stage's B and C double-buffered in shared memory and its x, dt and gate in
+// registers, the next stage's loads issued before the current stage's steps, so a thread waits
+// on memory once per stage rather than once per token (a thread's tokens are sequential, and a
+// block of 128 channels per SM leaves few warps to hide a load's latency).
+template <class Cfg> struct Ssm1Fwd {
+  static constexpr int kStage = Cfg::kN <= 32 ? 16 : 2;  // larger states fill the registers
+  static constexpr int kBcPer = (kStage * Cfg::kN + kSsm1Threads - 1) / kSsm1Threads;  // B (and C) elements per thread
+  struct Smem {
+    float b[2][kStage][Cfg::kN], c[2][kStage][Cfg::kN];
+  };
+  struct Regs {
+    float x[kStage], dt[kStage], g[kStage], b[kBcPer], c[kBcPer];
+  };
+};
+
+// Tokens [i0, i0 + count) of this thread's channel and its share of B and C into registers.
+template <class Cfg>
+__device__ __forceinline__ void ssm1_fwd_fetch(const Ssm1Params& p, const Ssm1Unit& u, i64 i0, int count,
+                                               typename Ssm1Fwd<Cfg>::Regs& r) {
+  using F = Ssm1Fwd<Cfg>;
+#pragma unroll
+  for (int t = 0; t < F::kStage; ++t) {
+    const bool in = t < count && u.active;
+    r.x[t] = in ? ssm1_read<Cfg::E>(p.x, u.s, i0 + t, u.ch) : 0.0f;
+    r.dt[t] = in ? ssm1_read<Cfg::E>(p.dt, u.s, i0 + t, u.ch) : 0.0f;
+    if constexpr (Cfg::kGate) r.g[t] = in ? ssm1_read<Cfg::E>(p.gate, u.s, i0 + t, u.ch) : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < F::kBcPer; ++k) {
+    const int e = k * kSsm1Threads + threadIdx.x, t = e / Cfg::kN, j = e % Cfg::kN;
+    const bool in = e < F::kStage * Cfg::kN && t < count;
+    r.b[k] = in ? ssm1_read<Cfg::E>(p.B, u.s, i0 + t, j) : 0.0f;
+    r.c[k] = in ? ssm1_read<Cfg::E>(p.C, u.s, i0 + t, j) : 0.0f;
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void ssm1_fwd_put(typename Ssm1Fwd<Cfg>::Smem& sm, int buf,
+                                             const typename Ssm1Fwd<Cfg>::Regs& r) {
+  using F = Ssm1Fwd<Cfg>;
+#pragma unroll
+  for (int k = 0; k < F::kBcPer; ++k) {
+    const int e = k * kSsm1Threads + threadIdx.x;
+    if (e < F::kStage * Cfg::kN) sm.b[buf][e / Cfg::kN][e % Cfg::kN] = r.b[k], sm.c[buf][e / Cfg::kN][e % Cfg::kN] = r.c[k];
+  }
+}
+
 template <class Cfg> __device__ void ssm1_fwd(const Ssm1Params& p) {
+  using F = Ssm1Fwd<Cfg>;
   constexpr int N = Cfg::kN;
-  __shared__ Ssm1Smem<Cfg> sm;
+  __shared__ typename F::Smem sm;
   const Ssm1Unit u = ssm1_unit(p);
   const i64 state = u.s * p.dim * N;
   float h[N], A[N];
@@ -83,25 +131,31 @@ template <class Cfg> __device__ void ssm1_fwd(const Ssm1Params& p) {
   ssm1_load_row<Cfg>(A, p.A, u, N);
   const float D = u.active ? p.D[u.ch] : 0.0f;
   const TokenSpan sp = ssm1_span(p.cu_seqlens, p.seqlen, u.s);
-  for (i64 i0 = sp.begin; i0 < sp.end; i0 += kSsm1Stage) {
-    const int count = int(min_of((i64)kSsm1Stage, sp.end - i0));
-    __syncthreads();
-    ssm1_stage<Cfg>(p, sm, u.s, i0, count);
-    __syncthreads();
-    if (!u.active) continue;
-    for (int t = 0; t < count; ++t) {
-      const i64 i = i0 + t;
-      const float x = ssm1_read<Cfg::E>(p.x, u.s, i, u.ch), dt = ssm1_read<Cfg::E>(p.dt, u.s, i, u.ch);
-      ssm1_step<Cfg>(h, A, sm.b[t], x, dt);
+  typename F::Regs cur, next;
+  ssm1_fwd_fetch<Cfg>(p, u, sp.begin, int(min_of((i64)F::kStage, sp.end - sp.begin)), cur);
+  ssm1_fwd_put<Cfg>(sm, 0, cur);
+  __syncthreads();
+  int buf = 0;
+  for (i64 i0 = sp.begin; i0 < sp.end; i0 += F::kStage, buf ^= 1) {
+    const int count = int(min_of((i64)F::kStage, sp.end - i0));
+    const i64 n0 = i0 + F::kStage;
+    if (n0 < sp.end) ssm1_fwd_fetch<Cfg>(p, u, n0, int(min_of((i64)F::kStage, sp.end - n0)), next);
+#pragma unroll
+    for (int t = 0; t < F::kStage; ++t) {
+      if (t >= count || !u.active) break;
+      const float x = cur.x[t];
+      ssm1_step<Cfg>(h, A, sm.b[buf][t], x, cur.dt[t]);
       float y = D * x;
 #pragma unroll
-      for (int j = 0; j < N; ++j) y += h[j] * sm.c[t][j];
-      if constexpr (Cfg::kGate) {
-        const float g = ssm1_read<Cfg::E>(p.gate, u.s, i, u.ch);
-        y *= g * ssm1_sigmoid(g, ssm1_expf);
-      }
-      ssm1_write<Cfg::E>(p.y, u.s, i, u.ch, y);
+      for (int j = 0; j < N; ++j) y += h[j] * sm.c[buf][t][j];
+      if constexpr (Cfg::kGate) y *= cur.g[t] * ssm1_sigmoid(cur.g[t], ssm1_expf);
+      ssm1_write<Cfg::E>(p.y, u.s, i0 + t, u.ch, y);
     }
+    if (n0 < sp.end) {
+      ssm1_fwd_put<Cfg>(sm, buf ^ 1, next);
+      cur = next;
+    }
+    __syncthreads();
   }
   if (p.ht != nullptr && u.active)
 #pragma unroll
