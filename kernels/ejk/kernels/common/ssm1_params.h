@@ -59,8 +59,9 @@ EJK_HD constexpr i64 ssm1_cpu_task_floats(i64 dim, i64 n, i64 chunks_cap, i64 ch
 // Backward: floats of the per-sequence shares of dA and dD.
 EJK_HD constexpr i64 ssm1_share_floats(i64 batch, i64 dim, i64 n) { return batch * dim * (n + 1); }
 
-// CUDA: threads per block, a channel each; tokens of B and C staged at a time.
-constexpr int kSsm1Threads = 128, kSsm1Stage = 16;
+// CUDA: threads per block, a channel each (two warps: a small batch's blocks still cover the
+// SMs); tokens of B and C staged at a time.
+constexpr int kSsm1Threads = 64, kSsm1Stage = 16;
 // CUDA backward workspace: per (sequence, channel) unit the checkpoints and C chunk states, laid
 // out [slot][j][unit] so that a warp's accesses are contiguous.
 EJK_HD constexpr i64 ssm1_cuda_work_floats(i64 batch, i64 dim, i64 n, i64 chunks_cap, i64 chunk) {

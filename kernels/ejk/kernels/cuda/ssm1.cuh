@@ -75,8 +75,8 @@ __device__ __forceinline__ void ssm1_load_row(float (&h)[Cfg::kN], const float* 
 
 // Forward: a stage's B and C double-buffered in shared memory and its x, dt and gate in
 // registers, the next stage's loads issued before the current stage's steps, so a thread waits
-// on memory once per stage rather than once per token (a thread's tokens are sequential, and a
-// block of 128 channels per SM leaves few warps to hide a load's latency).
+// on memory once per stage rather than once per token (a thread's tokens are sequential, and
+// one thread per channel leaves few warps per SM to hide a load's latency).
 template <class Cfg> struct Ssm1Fwd {
   static constexpr int kStage = Cfg::kN <= 32 ? 16 : 2;  // larger states fill the registers
   static constexpr int kBcPer = (kStage * Cfg::kN + kSsm1Threads - 1) / kSsm1Threads;  // B (and C) elements per thread
