@@ -55,9 +55,9 @@ TEST_CASE("spec: op, api and the axes in key order", "[spec]") {
     tokens.push_back(a.token);
   }
   CHECK(names == std::vector<std::string>{"dtype", "head_dim", "block_q", "block_k", "causal", "window",
-                                          "segments", "softcap", "sinks", "bias", "per_item", "dropout"});
+                                          "segments", "softcap", "sinks", "bias", "per_item", "dropout", "dmask"});
   CHECK(tokens == std::vector<std::string>{"", "d", "bq", "bk", "causal", "win", "seg", "cap", "sink", "bias", "items",
-                                           "drop"});
+                                           "drop", "dmask"});
   CHECK(spec().axis("dtype").enum_values == std::vector<std::string>{"f32", "bf16", "f16"});
 }
 

@@ -27,6 +27,9 @@ struct FlashFwdParams {
   const i32* cu_seqlens_q;     // [batch + 1] or null: varlen mode when set
   const i32* cu_seqlens_k;     // [batch + 1], set together with cu_seqlens_q
   const float* softmax_aux;    // [Hq, num_sinks] or [num_sinks] float32 (sink variants)
+  // [B|1, Hq|1, Sq, Sk] bytes, nonzero = visible (mask.h; dense-mask variants), stride 0
+  // broadcasts, keys contiguous; null otherwise.
+  const u8* dense_mask;
 
   i64 batch;                   // varlen: number of packed sequences
   i64 seqlen_q, seqlen_k;      // varlen: the longest sequence of each
@@ -42,6 +45,7 @@ struct FlashFwdParams {
   i64 lse_stride_b, lse_stride_h;  // lse[b * lse_stride_b + h * lse_stride_h + s]
   i64 bias_stride_b, bias_stride_h, bias_stride_q;  // key axis contiguous
   i64 q_seg_stride_b, kv_seg_stride_b;
+  i64 mask_stride_b, mask_stride_h, mask_stride_q;
 
   float scale;                 // applied to dot(q, k)
   float softcap;               // cap of softcap variants (> 0)
@@ -65,6 +69,11 @@ EJK_HD const DropoutParams& flash_dropout(const FlashFwdParams& p) {
   return static_cast<const FlashFwdDropoutParams&>(p).dropout;
 }
 template <bool kDropout> using FlashFwdArgs = DropoutArgs<FlashFwdParams, kDropout>;
+
+// Row q of head h in sequence b of the dense mask (keys from 0).
+EJK_HD const u8* flash_mask_row(const FlashFwdParams& p, i64 b, i64 h, i64 q) {
+  return p.dense_mask + b * p.mask_stride_b + h * p.mask_stride_h + q * p.mask_stride_q;
+}
 
 // The planes and rows a bias [B|1, Hq|1, Sq|1, Sk] holds: 1 along each broadcast (stride 0)
 // axis; rows are positions in a sequence (varlen: the longest's).

@@ -18,7 +18,8 @@ namespace ejk::ops {
 
 FlashAttentionBackwardOp::FlashAttentionBackwardOp()
     : OpDef("flash_bwd"),
-      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), q_segment_ids(tensor("q_segment_ids")),
+      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), attention_mask(tensor("attention_mask")),
+      q_segment_ids(tensor("q_segment_ids")),
       kv_segment_ids(tensor("kv_segment_ids")), cum_seqlens_q(tensor("cum_seqlens_q")),
       cum_seqlens_k(tensor("cum_seqlens_k")), softmax_aux(tensor("softmax_aux")), out(tensor("out")), lse(tensor("lse")),
       d_out(tensor("d_out")), d_lse(tensor("d_lse")), dq(tensor("dq")), dk(tensor("dk")), dv(tensor("dv")), dbias(tensor("dbias")),

@@ -23,7 +23,7 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   // Every field but the CPU's dbias workspace.
   FlashBwdParams params(const engine::Bound& b) const;
 
-  const int q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse, d_out, d_lse;
+  const int q, k, v, bias, attention_mask, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse, d_out, d_lse;
   const int dq, dk, dv, dbias, dsoftmax_aux;
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
   const int dropout_prob, dropout_seed;

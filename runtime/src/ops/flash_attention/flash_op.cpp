@@ -21,7 +21,8 @@ namespace ejk::ops {
 
 FlashAttentionOp::FlashAttentionOp()
     : OpDef("flash_fwd"),
-      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), q_segment_ids(tensor("q_segment_ids")),
+      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), attention_mask(tensor("attention_mask")),
+      q_segment_ids(tensor("q_segment_ids")),
       kv_segment_ids(tensor("kv_segment_ids")), cum_seqlens_q(tensor("cum_seqlens_q")),
       cum_seqlens_k(tensor("cum_seqlens_k")), softmax_aux(tensor("softmax_aux")), out(tensor("out")), lse(tensor("lse")),
       softmax_scale(scalar("softmax_scale")), causal(scalar("causal")), sliding_window(scalar("sliding_window")),

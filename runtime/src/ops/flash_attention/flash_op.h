@@ -41,7 +41,7 @@ class FlashAttentionOp final : public engine::OpDef {
   FlashFwdParams params(const engine::Bound& b) const;
 
   // Spec indices, resolved once.
-  const int q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse;
+  const int q, k, v, bias, attention_mask, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse;
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
   const int dropout_prob, dropout_seed;
   const int sym_D, sym_Hq, sym_Hkv, sym_B, sym_Sq, sym_Sk, sym_N, sym_Tq, sym_Tk, sym_S;
