@@ -42,8 +42,8 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         become the kernel's segment ids, causal flag and window; a dense term that is a segment
         mask and concrete becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
         decode/prefill slices, token types; or one under tracing) is read by the kernel's
-        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (CPU; not with varlen). Query rows
-        whose segment id is -1, or that see no key, give 0.
+        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (not with varlen; on CUDA its
+        gradient takes no bias). Query rows whose segment id is -1, or that see no key, give 0.
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       dropout_prob: p in [0, 1): each attention weight is dropped with probability p and the
         kept ones are scaled by 1 / (1 - p); the softmax denominator does not see dropout. The

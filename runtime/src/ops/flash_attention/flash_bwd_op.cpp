@@ -11,6 +11,7 @@
 #include "engine/call.h"
 #include "engine/metadata.h"
 #include "ops/flash_attention/flash_args.h"
+#include "ops/flash_attention/flash_op.h"
 #include "ops/flash_attention/flash_bwd_reference.h"
 #include "registry.h"
 
@@ -68,6 +69,11 @@ FlashBwdParams FlashAttentionBackwardOp::params(const engine::Bound& b) const {
   }
   if (b.has(softmax_aux) && b.has(dsoftmax_aux)) bp.dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
   return bp;
+}
+
+std::vector<VariantKey> FlashAttentionBackwardOp::companions(const VariantKey& key) const {
+  if (key.backend != "cuda" || !key.get_flag("dmask")) return {};
+  return {flash_mask_tiles_key(key.target)};  // the launch's kernel 1
 }
 
 void FlashAttentionBackwardOp::plan_facts(const engine::PlanData& plan, void* facts) const {

@@ -14,6 +14,7 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   void check(const engine::Bound& b) const override;
   void problem(const engine::Bound& b, engine::ProblemValues& v) const override;
   void plan_facts(const engine::PlanData& plan, void* facts) const override;
+  std::vector<VariantKey> companions(const VariantKey& key) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;

@@ -8,9 +8,9 @@
 namespace ejk::ops {
 
 // The tile facts of a CUDA key: its family (`wgmma`: the sm90a family, for targets whose spec
-// var `sm` is 90 or more), head_dim, blocks, and its .items and .bias flags.
+// var `sm` is 90 or more), head_dim, blocks, and its .items, .bias and .dmask flags.
 struct FlashKeyFacts {
-  bool wgmma = false, per_item = false, bias = false;
+  bool wgmma = false, per_item = false, bias = false, dense_mask = false;
   int64_t head_dim = 0, block_q = 0, block_k = 0;
 };
 
@@ -49,5 +49,8 @@ class FlashAttentionOp final : public engine::OpDef {
 };
 
 const FlashAttentionOp& flash_attention_op();
+
+// The dense mask's tile summary (a companion of every CUDA dense-mask key of both flash ops) for a target.
+VariantKey flash_mask_tiles_key(const std::string& target);
 
 }  // namespace ejk::ops
