@@ -154,18 +154,32 @@ EJK_HD SegmentMask classify_segments(const FlashFwdParams& p, const TaskGeometry
 
 enum class DenseMaskTile { all_visible, per_pair, none_visible };
 
+// Folds n mask bytes of a row into `any` (some visible) and `all` (every one visible), eight bytes
+// a step: a word has a zero byte iff (w - 0x01..01) & ~w & 0x80..80 is nonzero (exact).
+EJK_HD void scan_mask_row(const u8* row, int n, bool& any, bool& all) {
+  constexpr unsigned long long kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    unsigned long long w;
+    __builtin_memcpy(&w, row + j, 8);
+    any |= w != 0;
+    all &= ((w - kOnes) & ~w & kHighs) == 0;
+  }
+  for (; j < n; ++j) {
+    const bool visible = dense_mask_visible(row, j);
+    any |= visible;
+    all &= visible;
+  }
+}
+
 // What the dense mask says about the block's rows and keys [k0, k0 + kn): a byte scan, far
 // cheaper than the block's products, so a block it hides entirely is never computed.
 template <class Cfg>
 EJK_HD DenseMaskTile classify_dense_mask(const FlashFwdParams& p, const TaskGeometry& g, i64 k0, int kn) {
   const u8* row = flash_mask_row(p, g.b, g.h, g.q0) + k0;
   bool any = false, all = true;
-  for (int i = 0; i < g.rows; ++i, row += p.mask_stride_q)
-    for (int j = 0; j < kn; ++j) {
-      const bool visible = dense_mask_visible(row, j);
-      any |= visible;
-      all &= visible;
-    }
+  // Row by row, stopping once both a visible and a hidden pair are seen (the block is partial).
+  for (int i = 0; i < g.rows && !(any && !all); ++i, row += p.mask_stride_q) scan_mask_row(row, kn, any, all);
   return !any ? DenseMaskTile::none_visible : all ? DenseMaskTile::all_visible : DenseMaskTile::per_pair;
 }
 
