@@ -2,14 +2,17 @@
 // through cuda_emu/'s stand-in (a std::thread per CUDA thread, block votes over a shared word),
 // against a brute-force classification of every tile; and the walks the CUDA kernels take over it
 // (forward and dQ: key tiles of a query tile; dK/dV: head-major query steps of a key tile) against
-// the tiles a brute force finds not hidden. Masks with hidden rows and tiles, densities 0, 0.3 and
-// 1, broadcast batch and head dims, sequence lengths that are no multiple of the tiles.
+// the tiles a brute force finds not hidden; and the per-pair mask of partial tiles (mask_dense,
+// flash_dense_mask.cuh) in the mma.sync C fragment layout the emulator's mma_16816 writes. Masks
+// with hidden rows and tiles, densities 0, 0.3 and 1, broadcast batch and head dims, sequence
+// lengths that are no multiple of the tiles.
 #include <catch2/catch_test_macros.hpp>
 
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "ejk/kernels/cuda/flash_dense_mask.cuh"
 #include "ejk/kernels/cuda/flash_mask_tiles.cuh"
 
 thread_local Dim3 threadIdx, blockIdx;
@@ -122,4 +125,40 @@ TEST_CASE("the CUDA dense mask summary and its walks match brute force", "[kerne
   check_shape({2, 4, 64, 64, 64, 32, true, false, 1.0}, seed++);
   check_shape({1, 2, 50, 130, 16, 32, false, true, 0.0}, seed++);
   check_shape({3, 2, 33, 47, 16, 16, true, true, 0.9}, seed++);
+}
+
+TEST_CASE("the CUDA per-pair dense mask hides exactly the hidden pairs of its fragments", "[kernels][dmask][emu]") {
+  // block_q 64 (4 warps of 16 rows), block_k 64; the last tile cut by the sequence ends.
+  using C = FlashFwdSm80Config<Elem::bf16, 64, 64, 64, AttentionFlags{.dense_mask = true}>;
+  const i64 sq = 100, sk = 90, heads = 2;
+  std::mt19937_64 rng(11);
+  std::vector<u8> mask(size_t(heads * sq * sk));
+  for (auto& m : mask) m = rng() % 3 == 0 ? 0 : u8(1 + rng() % 255);
+  FlashFwdParams p{};
+  p.dense_mask = mask.data();
+  p.batch = 1, p.heads_q = heads, p.heads_kv = heads, p.seqlen_q = sq, p.seqlen_k = sk;
+  p.mask_stride_h = sq * sk, p.mask_stride_q = sk;
+  const SeqSpan seq{0, 0, 0, sq, 0, sk};
+  int checked = 0;
+  for (i64 h = 0; h < heads; ++h)
+    for (i64 q0 : {i64(0), i64(64)})
+      for (i64 k0 : {i64(0), i64(64)})
+        for (int warp = 0; warp < C::kThreads / 32; ++warp)
+          for (int lane = 0; lane < 32; ++lane) {
+            const int warp_row0 = warp * C::kMTiles * 16;
+            const TileContext<C> ctx = tile_context<C>(p, seq, h, q0, warp_row0, lane);
+            float s[C::kMTiles][C::kNTiles][4] = {};
+            mask_dense<C>(s, p, ctx, seq, h, k0, lane);
+            for (int mt = 0; mt < C::kMTiles; ++mt)
+              for (int nt = 0; nt < C::kNTiles; ++nt)
+                for (int e = 0; e < 4; ++e) {
+                  // mma_16816's C layout (cuda_emu ptx.cuh): row lane / 4 + 8 (e >= 2), column 2 (lane % 4) + e % 2.
+                  const i64 q = q0 + warp_row0 + mt * 16 + lane / 4 + 8 * (e >= 2);
+                  const i64 k = k0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+                  const bool hidden = q < sq && k < sk && mask[size_t((h * sq + q) * sk + k)] == 0;
+                  REQUIRE((s[mt][nt][e] == -INFINITY) == hidden);
+                  checked += hidden;
+                }
+          }
+  CHECK(checked > 1000);
 }

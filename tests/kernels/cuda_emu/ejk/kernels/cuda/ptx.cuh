@@ -3,7 +3,7 @@
 // std::thread per CUDA thread, __syncthreads a block barrier, and ldmatrix, mma.sync m16n8k16 and
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
 // its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
-// delta_chunk.cuh and flash_mask_tiles.cuh use.
+// delta_chunk.cuh, flash_mask_tiles.cuh and the flash forward's tile pieces (flash_fwd_tile.cuh) use.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -56,8 +56,30 @@ inline float __shfl_xor_sync(unsigned, float x, int o) {
   emu::warp_bar[w]->arrive_and_wait();
   return y;
 }
+inline int __all_sync(unsigned, int pred) {
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  emu::slots[w][l][6] = pred != 0;
+  emu::warp_bar[w]->arrive_and_wait();
+  int all = 1;
+  for (int i = 0; i < 32; ++i) all &= int(emu::slots[w][i][6]);
+  emu::warp_bar[w]->arrive_and_wait();
+  return all;
+}
 namespace ejk::cuda {
 enum class Elem { f32, bf16, f16 };
+inline float fast_exp2(float x) { return std::exp2(x); }
+inline float fast_rcp(float x) { return 1.0f / x; }
+inline float fast_log2(float x) { return std::log2(x); }
+inline float fast_tanh(float x) { return std::tanh(x); }
+inline float fmax_f32(float a, float b) { return std::fmax(a, b); }
+inline float quad_max(float v) {
+  v = fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+inline float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 template <Elem E> inline float to_f32(u16 bits);
 template <> inline float to_f32<Elem::bf16>(u16 bits) { return __uint_as_float(unsigned(bits) << 16); }
 template <> inline float to_f32<Elem::f16>(u16 bits) { _Float16 h; std::memcpy(&h, &bits, 2); return float(h); }
