@@ -27,7 +27,7 @@ int main(void) {
   ejk_flash_attention_options_init(&opt);
   opt.causal = 1;
 
-  int status = ejk_flash_attention(NULL, &tq, &tk, &tv, NULL, NULL, NULL, NULL, NULL, NULL, &opt, &to, &tl);
+  int status = ejk_flash_attention(NULL, &tq, &tk, &tv, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &opt, &to, &tl);
   if (status != EJK_OK) {
     fprintf(stderr, "ejk_flash_attention failed (%d): %s\n", status, ejk_last_error());
     return 1;
@@ -37,7 +37,7 @@ int main(void) {
   /* A bad call: k with a different head_dim. The message names the argument. */
   int64_t bad_shape[4] = {B, S, H, 32};
   ejk_tensor tbad = {k, EJK_F32, EJK_DEVICE_CPU, 0, 4, bad_shape, NULL};
-  status = ejk_flash_attention(NULL, &tq, &tbad, &tbad, NULL, NULL, NULL, NULL, NULL, NULL, &opt, &to, &tl);
+  status = ejk_flash_attention(NULL, &tq, &tbad, &tbad, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &opt, &to, &tl);
   printf("bad call: status %d: %s\n", status, ejk_last_error());
   free(q); free(k); free(v); free(out); free(lse);
   return status == EJK_INVALID_ARGUMENT ? 0 : 1;

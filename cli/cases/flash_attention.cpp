@@ -36,6 +36,9 @@ class FlashAttentionCase final : public OpCase {
     cmd.add_flag("--segments", segments_, "Random segment ids (with padding)");
     cmd.add_flag("--varlen", varlen_, "Packed variable-length sequences");
     cmd.add_flag("--bias", bias_, "Random additive bias [B, Hq, Sq, Sk]");
+    cmd.add_option("--mask-density", mask_density_,
+                   "Random dense attention_mask [B, Hq, Sq, Sk]: each pair visible with probability P");
+    cmd.add_flag("--mask-shared-heads", mask_shared_heads_, "The dense mask as [B, 1, Sq, Sk], broadcast over heads");
     cmd.add_flag("--no-normalize", no_normalize_, "normalize_output = false");
   }
 
@@ -58,6 +61,7 @@ class FlashAttentionCase final : public OpCase {
     }
     const int64_t s = sinks_.empty() ? (sinks_flag_ || shared_sinks_ ? 1 : 0) : parse_int(sinks_, "--num-sinks", 1, 1 << 20);
     if (s > 0) in.push_back({"softmax_aux", shared_sinks_ ? Dims{s} : Dims{hq, s}, DType::f32});
+    if (!mask_density_.empty()) in.push_back({"attention_mask", {b, mask_shared_heads_ ? 1 : hq, sq, sk}, DType::u8});
     return in;
   }
 
@@ -78,6 +82,8 @@ class FlashAttentionCase final : public OpCase {
     if (name == "cum_seqlens_q" || name == "cum_seqlens_k") {
       const auto cum = random_cum(t.numel() - 1, name == "cum_seqlens_q" ? size(sq_, "--sq") : size(sk_, "--sk"), rng);
       std::copy(cum.begin(), cum.end(), t.data_as<int32_t>());
+    } else if (name == "attention_mask") {
+      flash_inputs::random_mask(t, flash_inputs::mask_density(mask_density_), rng);
     } else if (name == "q_segment_ids" || name == "kv_segment_ids") {
       // Both tensors share one segment count: a query's segment has keys.
       const bool q = name == "q_segment_ids";
@@ -105,6 +111,8 @@ class FlashAttentionCase final : public OpCase {
   }
   std::string b_ = "1", sq_ = "512", sk_ = "512", hq_ = "8", hkv_ = "8", d_ = "128", sinks_;
   std::string window_, softcap_, scale_, dropout_prob_, dropout_seed_;
+  std::string mask_density_;
+  bool mask_shared_heads_ = false;
   bool causal_ = false, segments_ = false, varlen_ = false, bias_ = false, no_normalize_ = false;
   bool sinks_flag_ = false, shared_sinks_ = false;
   mutable int64_t nseg_ = 1;

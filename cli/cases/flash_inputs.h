@@ -13,6 +13,7 @@
 #include "ejk/op.h"
 #include "ejk/tensor.h"
 #include "op_case.h"
+#include "parse.h"
 
 namespace ejk::cli::flash_inputs {
 
@@ -58,6 +59,20 @@ inline int64_t longest(const Tensor& cum) {
   int64_t m = 0;
   for (int64_t i = 1; i < cum.numel(); ++i) m = std::max<int64_t>(m, int64_t(c[i]) - int64_t(c[i - 1]));
   return m;
+}
+
+// A dense attention mask: each byte 1 (visible) with probability `density`, else 0.
+inline void random_mask(Tensor& t, double density, std::mt19937_64& rng) {
+  std::bernoulli_distribution visible(density);
+  auto* x = t.data_as<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = visible(rng) ? 1 : 0;
+}
+
+// The --mask-density option's value, a probability.
+inline double mask_density(const std::string& text) {
+  const double p = parse_float(text, "--mask-density");
+  if (!(p >= 0 && p <= 1)) throw InvalidArgument("--mask-density: expected a probability in [0, 1], got " + text);
+  return p;
 }
 
 // A backward case's forward on the case's inputs and scalars, into its out and lse (what

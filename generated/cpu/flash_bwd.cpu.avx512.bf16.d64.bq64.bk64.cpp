@@ -13,7 +13,8 @@ struct Config : ejk::cpu::FlashBwdConfig<ejk::cpu::ElemKind::bf16, /*kHeadDim=*/
                                                              .softcap = false,
                                                              .sinks = false,
                                                              .bias = false,
-                                                             .dropout = false}> {};
+                                                             .dropout = false,
+                                                             .dense_mask = false}> {};
 }  // namespace
 
 extern "C" void ejk_flash_bwd_cpu_avx512_bf16_d64_bq64_bk64(const void* params, long long task_begin, long long task_end) {

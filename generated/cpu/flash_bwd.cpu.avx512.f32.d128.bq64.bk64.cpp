@@ -13,7 +13,8 @@ struct Config : ejk::cpu::FlashBwdConfig<ejk::cpu::ElemKind::f32, /*kHeadDim=*/1
                                                              .softcap = false,
                                                              .sinks = false,
                                                              .bias = false,
-                                                             .dropout = false}> {};
+                                                             .dropout = false,
+                                                             .dense_mask = false}> {};
 }  // namespace
 
 extern "C" void ejk_flash_bwd_cpu_avx512_f32_d128_bq64_bk64(const void* params, long long task_begin, long long task_end) {

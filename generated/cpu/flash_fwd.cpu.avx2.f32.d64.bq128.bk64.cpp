@@ -15,7 +15,8 @@ struct Config : ejk::cpu::FlashFwdConfig<ejk::cpu::ElemKind::f32,
                                                              .softcap = false,
                                                              .sinks = false,
                                                              .bias = false,
-                                                             .dropout = false}> {};
+                                                             .dropout = false,
+                                                             .dense_mask = false}> {};
 }  // namespace
 
 extern "C" void ejk_flash_fwd_cpu_avx2_f32_d64_bq128_bk64(const void* params, long long task_begin, long long task_end) {

@@ -15,7 +15,8 @@ struct Config : ejk::cpu::FlashFwdConfig<ejk::cpu::ElemKind::bf16,
                                                              .softcap = false,
                                                              .sinks = false,
                                                              .bias = false,
-                                                             .dropout = false}> {};
+                                                             .dropout = false,
+                                                             .dense_mask = false}> {};
 }  // namespace
 
 extern "C" void ejk_flash_fwd_cpu_avx512_bf16_d64_bq128_bk64(const void* params, long long task_begin, long long task_end) {

@@ -15,7 +15,8 @@ struct Config : ejk::cpu::FlashFwdConfig<ejk::cpu::ElemKind::f32,
                                                              .softcap = false,
                                                              .sinks = false,
                                                              .bias = false,
-                                                             .dropout = false}> {};
+                                                             .dropout = false,
+                                                             .dense_mask = false}> {};
 }  // namespace
 
 extern "C" void ejk_flash_fwd_cpu_avx512_f32_d128_bq64_bk64_causal(const void* params, long long task_begin, long long task_end) {

@@ -44,7 +44,7 @@ def _sum(xp, x):
 
 
 def attention(xp, q, k, v, visible, bias=None, sinks=None, scale=None, softcap=None, drop=None):
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], visible [B|1, Sq, Sk], bias [B|1, Hq|1, Sq, Sk],
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], visible [B|1, Sq, Sk] or [B|1, Hq|1, Sq, Sk], bias [B|1, Hq|1, Sq, Sk],
     sinks [Hq, S] or [S], drop [B, Hq, Sq, Sk] the dropout factors (keep / (1 - p), applied to the
     weights after the softmax; lse does not see them). Returns out [B, Sq, Hq, D] and lse [B, Hq, Sq]."""
     hq, hkv, d = q.shape[2], k.shape[2], q.shape[3]
@@ -56,7 +56,7 @@ def attention(xp, q, k, v, visible, bias=None, sinks=None, scale=None, softcap=N
         s = s + bias
     if softcap is not None:
         s = softcap * xp.tanh(s / softcap)
-    s = xp.where(visible[:, None], s, -xp.inf)
+    s = xp.where(visible if visible.ndim == 4 else visible[:, None], s, -xp.inf)
     if sinks is not None:
         sinks = xp.broadcast_to(sinks if sinks.ndim == 2 else sinks[None], (hq, sinks.shape[-1]))
         tail = xp.broadcast_to(sinks[None, :, None, :], tuple(s.shape[:3]) + tuple(sinks.shape[-1:]))

@@ -56,10 +56,3 @@ def test_unsupported_options_raise_not_implemented(kwargs, names):
     q = zeros(1, 8, 2, 64)
     with pytest.raises(NotImplementedError, match=names):
         jax.block_until_ready(flash_attention(q, q, q, **kwargs))
-
-
-def test_a_dense_mask_is_not_implemented():
-    from ejk.types import MaskInfo
-    q = zeros(1, 8, 2, 64)
-    with pytest.raises(NotImplementedError, match="^mask_info: .*no mask-reading variant"):
-        jax.block_until_ready(flash_attention(q, q, q, mask_info=MaskInfo.from_attention_mask(jnp.tri(8, dtype=bool)[None] ^ jnp.eye(8, k=-3, dtype=bool)[None])))

@@ -1,7 +1,8 @@
 """ejk.types.MaskInfo: every constructor and composition of mask_cases.py against a dense
 boolean reference written here and against the seed's MaskInfo on the same inputs (where the
 seed is installed: EJK_SEED_PYTHON, or /work/venvs/seed); it is a pytree; flash_attention with
-mask_info= equals the call with the dense mask as a bias; what only a dense mask says is refused."""
+mask_info= equals the call with the dense mask as a bias (test_flash_dense_mask.py: what only a
+dense mask says)."""
 import os
 import pathlib
 import subprocess
@@ -113,8 +114,6 @@ LOWERED = ["segments", "segments-is-attn-mask", "padding-2d", "padding-2d-invert
 def test_flash_attention_with_mask_info(rng, name, jit):
     """mask_info= is the dense mask's semantics, with rows whose segment id is -1 at 0 (the seed's)."""
     info = CASES[name]()
-    if jit and info._attention_mask is not None:
-        pytest.skip("a dense term lowers only when concrete")
     q, k, v = (jnp.asarray(rng.standard_normal((mask_cases.B, mask_cases.Q, 2, 64)), jnp.float32) for _ in range(3))
     call = (lambda q, k, v, i: flash_attention(q, k, v, mask_info=i))
     out = (jax.jit(call) if jit else call)(q, k, v, info)
@@ -122,14 +121,6 @@ def test_flash_attention_with_mask_info(rng, name, jit):
     want = reference.flash_attention(q, k, v, bias=np.where(mask, 0.0, -np.inf))[0]
     want = np.where(np.asarray(info.q_segment_ids)[:, :, None, None] >= 0, np.nan_to_num(want), 0.0)
     assert_close(out, want)
-
-
-@pytest.mark.parametrize("name", ["dense-3d", "causal-batch-offset", "window-decode", "kv-lengths",
-                                  "token-types-union"])
-def test_dense_only_masks_are_refused(rng, name):
-    q = jnp.asarray(rng.standard_normal((mask_cases.B, mask_cases.Q, 2, 64)), jnp.float32)
-    with pytest.raises(NotImplementedError, match=r"^mask_info: .*no mask-reading variant"):
-        jax.jit(lambda q, i: flash_attention(q, q, q, mask_info=i))(q, CASES[name]())
 
 
 def test_a_band_without_the_diagonal_is_refused(rng):

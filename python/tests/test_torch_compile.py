@@ -22,10 +22,10 @@ def randn(rng, shape, dtype=torch.float32, requires_grad=False):
     return torch.from_numpy(rng.standard_normal(shape)).to(dtype).requires_grad_(requires_grad)
 
 
-def flash_args(q, k, v, bias=None, q_seg=None, kv_seg=None, cu_q=None, cu_k=None, aux=None, scale=None, causal=False,
-               window=None, softcap=None, normalize=True, max_q=None, max_k=None):
+def flash_args(q, k, v, bias=None, q_seg=None, kv_seg=None, cu_q=None, cu_k=None, aux=None, mask=None, scale=None,
+               causal=False, window=None, softcap=None, normalize=True, max_q=None, max_k=None):
     """The op's positional arguments (its schema has no defaults)."""
-    return (q, k, v, bias, q_seg, kv_seg, cu_q, cu_k, aux, scale, causal, window, softcap, normalize, max_q, max_k)
+    return (q, k, v, bias, q_seg, kv_seg, cu_q, cu_k, aux, mask, scale, causal, window, softcap, normalize, max_q, max_k)
 
 
 def flash_samples(rng):
@@ -41,6 +41,8 @@ def flash_samples(rng):
         "sinks_unnormalized": flash_args(q, k, v, aux=randn(rng, (4, 2)), normalize=False),
         "varlen": flash_args(*packed, cu_q=cu_q, cu_k=cu_k, causal=True, max_q=20, max_k=25),
         "bfloat16": flash_args(*(x.to(torch.bfloat16) for x in (q, k, v)), causal=True),
+        "dense_mask": flash_args(q, k, v, mask=torch.from_numpy(rng.random((2, 1, 24, 40)) < 0.5).to(torch.uint8),
+                                 causal=True),
     }
 
 

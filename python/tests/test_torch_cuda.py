@@ -167,7 +167,8 @@ def test_tensors_on_two_devices_are_a_value_error(rng):
 def test_opcheck(rng):
     q, k, v = on_gpu(rng, (2, 64, 4, 64)), on_gpu(rng, (2, 80, 2, 64)), on_gpu(rng, (2, 80, 2, 64))
     torch.library.opcheck(torch.ops.ejk.flash_attention.default,
-                          (q, k, v, None, None, None, None, None, None, None, True, [32, 0], None, True, None, None))
+                          (q, k, v, None, None, None, None, None, None, None, None, True, [32, 0], None, True, None,
+                           None))
     x = on_gpu(rng, (3, 40, 64)).requires_grad_()
     torch.library.opcheck(torch.ops.ejk.mean_pooling.default, (x, None))
     lse = on_gpu(rng, (4, 64), torch.float32)

@@ -118,9 +118,10 @@ def test_opcheck_forward_with_gradients_and_backward(rng):
     saved outputs), and of flash_attention_backward itself (no second derivative)."""
     ops = torch.ops.ejk
     x = {n: a.requires_grad_() for n, a in operands(rng, bias=(1, 4, 17, 21), sinks=(4, 2)).items()}
-    # Spec order: q, k, v, bias, q/kv segment ids, cum_seqlens q/k, softmax_aux, then the scalars
-    # softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q/k.
-    tensors = (x["q"], x["k"], x["v"], x["bias"], None, None, None, None, x["softmax_aux"])
+    # Spec order: q, k, v, bias, q/kv segment ids, cum_seqlens q/k, softmax_aux, attention_mask,
+    # then the scalars softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output,
+    # max_seqlen_q/k.
+    tensors = (x["q"], x["k"], x["v"], x["bias"], None, None, None, None, x["softmax_aux"], None)
     scalars = (0.3, True, None, 5.0, None, None, None)
     torch.library.opcheck(ops.flash_attention.default, tensors + scalars)
     out, lse = ops.flash_attention(*tensors, *scalars)

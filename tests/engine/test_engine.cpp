@@ -258,11 +258,11 @@ TEST_CASE("scalar ranges declared in the spec are refused by the binder, naming 
   ejk_flash_attention_options_init(&c);
   c.has_logits_soft_cap = 1;
   c.logits_soft_cap = float(nan);  // before: read as "off"
-  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &c, &o, &l) ==
+  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &c, &o, &l) ==
         EJK_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("logits_soft_cap"));
   c.has_logits_soft_cap = 0;  // absent: the value is not read
-  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &c, &o, &l) ==
+  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &c, &o, &l) ==
         EJK_OK);
 }
 

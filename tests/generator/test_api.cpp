@@ -111,7 +111,8 @@ TEST_CASE("the C header: versioned options, an _init, tensors by pointer in spec
                     "EJK_API int ejk_flash_attention(const ejk_context* ctx, const ejk_tensor* q, const ejk_tensor* k, "
                     "const ejk_tensor* v, const ejk_tensor* bias, const ejk_tensor* q_segment_ids, const ejk_tensor* "
                     "kv_segment_ids, const ejk_tensor* cum_seqlens_q, const ejk_tensor* cum_seqlens_k, const "
-                    "ejk_tensor* softmax_aux, const ejk_flash_attention_options* opt, const ejk_tensor* out, const "
+                    "ejk_tensor* softmax_aux, const ejk_tensor* attention_mask, const ejk_flash_attention_options* opt, "
+                    "const ejk_tensor* out, const "
                     "ejk_tensor* lse);"));
   // An op without scalars or tuning axes has no options struct.
   const auto& m = spec_of("merge_attention_states");

@@ -55,9 +55,9 @@ TEST_CASE("spec: op, api and the axes in key order", "[spec]") {
     tokens.push_back(a.token);
   }
   CHECK(names == std::vector<std::string>{"dtype", "head_dim", "block_q", "block_k", "causal", "window",
-                                          "segments", "softcap", "sinks", "bias", "per_item", "dropout"});
+                                          "segments", "softcap", "sinks", "bias", "per_item", "dropout", "dmask"});
   CHECK(tokens == std::vector<std::string>{"", "d", "bq", "bk", "causal", "win", "seg", "cap", "sink", "bias", "items",
-                                           "drop"});
+                                           "drop", "dmask"});
   CHECK(spec().axis("dtype").enum_values == std::vector<std::string>{"f32", "bf16", "f16"});
 }
 
@@ -175,7 +175,7 @@ TEST_CASE("spec: the CPU heuristic picks the AOT block shapes by default", "[spe
 TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   const std::map<std::string, int64_t> problem = {
       {"head_dim", 128}, {"seqlen_q", 4096}, {"seqlen_k", 4096}, {"causal", 0}, {"extras", 0},
-      {"bias", 0}, {"dropout", 0}};
+      {"bias", 0}, {"dropout", 0}, {"dmask", 0}};
   using Config = std::map<std::string, int64_t>;
   auto with = [&](std::map<std::string, int64_t> changes) {
     auto pr = problem;
@@ -189,6 +189,9 @@ TEST_CASE("spec: the CUDA heuristic uses the target's vars", "[spec]") {
   // Dropout keys run the sm80 family on sm90a too: its tiles.
   CHECK(spec().choose_config("cuda", "sm90a", with({{"dropout", 1}})) == Config{{"block_k", 64}, {"block_q", 128}});
   CHECK(spec().choose_config("cuda", "sm90a", with({{"dropout", 1}, {"head_dim", 256}})).at("block_k") == 32);
+  // So do dense-mask keys.
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"dmask", 1}})) == Config{{"block_k", 64}, {"block_q", 128}});
+  CHECK(spec().choose_config("cuda", "sm90a", with({{"dmask", 1}, {"head_dim", 192}})).at("block_k") == 32);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 16384}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 2048}})).at("block_k") == 128);
   CHECK(spec().choose_config("cuda", "sm90a", with({{"seqlen_q", 1024}, {"causal", 1}})).at("block_k") == 128);

@@ -24,6 +24,14 @@ using namespace ejk;
 enum class BiasKind { none, full, shared_batch, shared_heads, shared_both };
 enum class SinkKind { none, per_head, shared };
 
+// A dense attention mask: each pair visible with probability `density`; `holes` also hides
+// query row 1 entirely and keys [64, 128) from every query (whole tiles of 32 or 64 keys).
+struct DenseMask {
+  double density = 0.5;
+  bool shared_batch = false, shared_heads = false;  // [1, .., Sq, Sk] / [.., 1, Sq, Sk]
+  bool holes = false;
+};
+
 struct Problem {
   int64_t b = 2, sq = 37, sk = 45, hq = 4, hkv = 2, d = 64;
   DType dtype = DType::f32;
@@ -36,6 +44,7 @@ struct Problem {
   int64_t num_sinks = 2;
   std::optional<double> dropout_prob;  // with dropout_seed, for the forward and the backward
   int64_t dropout_seed = 0;
+  std::optional<DenseMask> mask;
   std::string name() const;
 };
 
@@ -101,16 +110,30 @@ inline Tensor segments(int64_t b, int64_t len, int64_t nseg, bool pad_tail, std:
   return i32(ids, {b, len});
 }
 
+inline Tensor dense_mask(const DenseMask& m, int64_t b, int64_t h, int64_t sq, int64_t sk, std::mt19937_64& rng) {
+  Tensor t = Tensor::empty({m.shared_batch ? 1 : b, m.shared_heads ? 1 : h, sq, sk}, DType::u8);
+  std::bernoulli_distribution visible(m.density);
+  auto* x = t.data_as<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t q = i / sk % sq, k = i % sk;
+    x[i] = m.holes && (q == 1 || (k >= 64 && k < 128)) ? 0 : uint8_t(visible(rng) ? 1 + rng() % 255 : 0);
+  }
+  return t;
+}
+
 inline void poison(Tensor& t) { std::memset(t.data(), 0xff, t.nbytes()); }
 
 }  // namespace detail
 
 inline std::string Problem::name() const {
-  return fmt::format("{} b{} sq{} sk{} h{}/{} d{}{}{}{}{}{}{} bias{} sinks{}{}", dtype_name(dtype), b, sq, sk, hq, hkv, d,
+  return fmt::format("{} b{} sq{} sk{} h{}/{} d{}{}{}{}{}{}{} bias{} sinks{}{}{}", dtype_name(dtype), b, sq, sk, hq, hkv, d,
                      d_lse ? " d_lse" : "",
                      causal ? " causal" : "", window ? fmt::format(" win{},{}", (*window)[0], (*window)[1]) : "",
                      softcap ? fmt::format(" cap{}", *softcap) : "", segments ? " seg" : "", varlen ? " varlen" : "",
-                     int(bias), int(sinks), dropout_prob ? fmt::format(" drop{}", *dropout_prob) : "");
+                     int(bias), int(sinks), dropout_prob ? fmt::format(" drop{}", *dropout_prob) : "",
+                     mask ? fmt::format(" mask{}{}{}{}", mask->density, mask->shared_batch ? " /b" : "",
+                                        mask->shared_heads ? " /h" : "", mask->holes ? " holes" : "")
+                          : "");
 }
 
 inline const Tensor& Case::get(const std::string& name) const {
@@ -155,6 +178,7 @@ inline Case make_case(const Problem& p, uint64_t seed, Device forward_on = {}) {
     c.inputs.emplace_back("q_segment_ids", detail::segments(p.b, p.sq, nseg, true, rng));
     c.inputs.emplace_back("kv_segment_ids", detail::segments(p.b, p.sk, nseg, false, rng));
   }
+  if (p.mask) c.inputs.emplace_back("attention_mask", detail::dense_mask(*p.mask, p.b, p.hq, p.sq, p.sk, rng));
   if (p.varlen) {
     c.inputs.emplace_back("cum_seqlens_q", detail::i32(detail::random_cum(p.b, p.sq, rng), {p.b + 1}));
     c.inputs.emplace_back("cum_seqlens_k", detail::i32(detail::random_cum(p.b, p.sk, rng), {p.b + 1}));

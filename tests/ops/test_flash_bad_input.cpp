@@ -112,7 +112,7 @@ TEST_CASE("C ABI reports errors through status and ejk_last_error", "[flash][err
   int64_t lshape[3] = {2, 4, 9};
   Tensor lse = Tensor::empty({2, 4, 9}, DType::f32);
   ejk_tensor l{lse.data(), EJK_F32, EJK_DEVICE_CPU, 0, 3, lshape, nullptr};
-  int status = ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  int status = ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                    nullptr, &q, &l);
   CHECK(status == EJK_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("q:"));
@@ -191,16 +191,16 @@ TEST_CASE("C ABI: versioned options take only the sizes of versions this library
   // whatever the extra bytes hold, so nothing past the caller's struct is ever read.
   for (int64_t future : {0, 5}) {
     newer.future_field = future;
-    CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                               &newer.known, &o, &l) == EJK_INVALID_ARGUMENT);
     CHECK_THAT(std::string(ejk_last_error()), ContainsSubstring("ejk_flash_attention_options: struct_size"));
   }
   newer.known.struct_size = 65536;
-  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &newer.known,
+  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &newer.known,
                             &o, &l) == EJK_INVALID_ARGUMENT);
   ejk_flash_attention_options_init(&newer.known);
   newer.known.block_q = 64;
-  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &newer.known,
+  CHECK(ejk_flash_attention(nullptr, &q, &k, &v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &newer.known,
                             &o, &l) == EJK_OK);
   CHECK(ejk_abi_version() == EJK_ABI_VERSION);
 }

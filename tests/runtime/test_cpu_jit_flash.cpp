@@ -87,6 +87,7 @@ std::string render(const FlashVariant& v) {
       {"sinks", "false"},
       {"bias", "false"},
       {"dropout", "false"},
+      {"dmask", "false"},
       {"symbol", v.symbol()}};
   std::string text = read_text(fs::path(EJK_TEMPLATES_DIR) / "flash_fwd.cpu.cpp.tmpl");
   for (const auto& [name, value] : vars) {

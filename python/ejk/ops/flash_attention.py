@@ -5,10 +5,10 @@ wrapper. ``flash_attention_with_lse`` (ours) also returns the log-sum-exp and ta
 and varlen bounds directly."""
 from .. import _kit
 
-# The operands under shard_map: the seed's seven in_specs, then the two it appends from
-# mask_info's shardings (its attention_mask and block_tables slots have no operand here).
+# The operands under shard_map: the seed's seven in_specs, then what mask_info's shardings give
+# (its segment ids and its dense mask; the block_tables slot has no operand here).
 _SPEC_ORDER = ("query", "key", "value", "bias", "softmax_aux", "cum_seqlens_q", "cum_seqlens_k",
-               "q_segment_ids", "kv_segment_ids")
+               "q_segment_ids", "kv_segment_ids", "attention_mask")
 _SEED_SPECS = 7
 _SPEC_NAMES = {"q": "query", "k": "key", "v": "value"}
 _DEFAULT = _kit.FRAMEWORK_DEFAULT
@@ -39,8 +39,11 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         over the keys read; differentiable (the gradient scatters back into the pages). Not with
         varlen (as the seed).
       mask_info: an ``ejk.types.MaskInfo``: its segment ids, causal offset, window and chunks
-        become the kernel's segment ids, causal flag and window (no dense mask); one only a dense
-        mask expresses is NotImplementedError. Query rows whose segment id is -1 give 0.
+        become the kernel's segment ids, causal flag and window; a dense term that is a segment
+        mask and concrete becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
+        decode/prefill slices, token types; or one under tracing) is read by the kernel's
+        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (not with varlen; on CUDA its
+        gradient takes no bias). Query rows whose segment id is -1, or that see no key, give 0.
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       dropout_prob: p in [0, 1): each attention weight is dropped with probability p and the
         kept ones are scaled by 1 / (1 - p); the softmax denominator does not see dropout. The
@@ -191,6 +194,8 @@ def _lower(fw, mask_info, tensors, scalars):
     if "cum_seqlens_q" in tensors:
         raise NotImplementedError("mask_info: not with packed varlen (cum_seqlens_q) in ejkernel (C++)")
     lowered = mask_info.lower("mask_info")
+    if lowered.attention_mask is not None:
+        tensors["attention_mask"] = _dense_mask(fw, lowered.attention_mask, tensors["q"])
     if lowered.q_segment_ids is not None:
         tensors["q_segment_ids"] = fw.from_jax(lowered.q_segment_ids, tensors["q"])
         tensors["kv_segment_ids"] = fw.from_jax(lowered.kv_segment_ids, tensors["q"])
@@ -200,6 +205,17 @@ def _lower(fw, mask_info, tensors, scalars):
         scalars["causal"], scalars["sliding_window"] = causal, window
     visible = mask_info.q_segment_ids
     return None if visible is None else fw.from_jax(visible, tensors["q"])
+
+
+def _dense_mask(fw, mask, q):
+    """MaskInfo's dense term (bool [B, H|1, Q, K]) as the kernel's attention_mask: uint8 on q's
+    device, true = visible."""
+    import jax.numpy as jnp
+    m = jnp.asarray(mask)
+    if m.ndim == 3:
+        m = m[:, None]
+    m = (m != 0).astype(jnp.uint8)
+    return m if fw.name == "jax" else fw.from_jax(m, q)
 
 
 def _band(band, causal, sliding_window, kv_len):
@@ -233,7 +249,12 @@ def _full_specs(fw, in_specs, mask_info, mesh, tensors, return_lse):
     specs = tuple(in_specs) + (None,) * (len(_SPEC_ORDER) - len(in_specs))
     if mask_info is not None and "q_segment_ids" in tensors:
         shardings = mask_info.get_shardings(False, mesh=mesh)
-        specs = specs[:_SEED_SPECS] + (shardings.q_segment_ids, shardings.kv_segment_ids)
+        specs = specs[:_SEED_SPECS] + (shardings.q_segment_ids, shardings.kv_segment_ids) + specs[_SEED_SPECS + 2:]
+    if mask_info is not None and "attention_mask" in tensors:
+        dense = mask_info.get_shardings(False, mesh=mesh).attention_mask
+        if dense is not None and len(dense) == 3:  # a [B, Q, K] term, given to the kernel as [B, 1, Q, K]
+            dense = PartitionSpec(dense[0], None, *dense[1:])
+        specs = specs[:-1] + (dense,)
     return specs
 
 
@@ -273,7 +294,7 @@ def _vmap(op, size, names, in_batched, operands, scalars):
     for name, x, b in zip(names, operands, in_batched):
         if name == "softmax_aux":
             folded.append(x)
-        elif name == "bias":
+        elif name in ("bias", "attention_mask"):
             folded.append(_batching.fold_broadcastable(x, b, size, batch))
         else:
             folded.append(_batching.fold(x, b, size))
@@ -290,7 +311,9 @@ def _vmap_backward(op, size, names, in_batched, operands):
         return _batching.sequential(op, in_batched, operands)
     q = operands[0]
     batch = q.shape[1] if in_batched[0] else q.shape[0]
-    outs = op(*(_batching.fold(x, b, size) for x, b in zip(operands, in_batched)))
+    # The dense mask may broadcast over the batch (B|1), as a forward's bias does.
+    outs = op(*(_batching.fold_broadcastable(x, b, size, batch) if name == "attention_mask"
+                else _batching.fold(x, b, size) for name, x, b in zip(names, operands, in_batched)))
     return tuple(_batching.unfold(y, size, batch) if y.ndim else jnp.zeros((size,), y.dtype) for y in outs)
 
 

@@ -37,11 +37,13 @@ class MaskSharding(NamedTuple):
 
 
 class Lowered(NamedTuple):
-    """What flash attention's kernel takes for a MaskInfo: labels (None: no segment term) and the
-    band (left, right) of visible k - q offsets, None on a side for unbounded."""
+    """What flash attention's kernel takes for a MaskInfo: labels (None: no segment term), the
+    band (left, right) of visible k - q offsets, None on a side for unbounded, and the dense term
+    no labels express (bool [B, H|1, Q, K], the kernel's attention_mask; None: none)."""
     q_segment_ids: object
     kv_segment_ids: object
     band: tuple
+    attention_mask: object = None
 
 
 def segment_ids_to_mask(segment_ids, dtype=jnp.bool_, return_separate_masks=False):
@@ -522,22 +524,20 @@ class MaskInfo(MaskViews):
 
     # --- lowering -------------------------------------------------------------------------------
     def lower(self, what="mask_info"):
-        """The structure as segment labels and a band, for a kernel that takes those; a dense
-        term is lowered only when it is concrete and exactly a segment mask, else
-        NotImplementedError (reading a dense mask is a kernel feature ejkernel (C++) lacks)."""
+        """The structure as segment labels, a band and a dense term, for a kernel that takes
+        those: a dense term becomes labels when it is concrete and exactly a segment mask (and
+        the other labels, if any, are concrete too); otherwise it stays dense (the kernel's
+        mask-reading variant), ANDed there with the rest."""
         term = self._term()
-        if self._attention_mask is not None:
-            dense = self._attention_mask
-            if not _concrete(dense):
-                raise NotImplementedError(
-                    f"{what}: this mask is only expressible as a dense attention mask (under tracing it cannot be "
-                    "turned into segment ids), and ejkernel (C++)'s flash kernel has no mask-reading variant yet")
-            q_d, kv_d = mask_to_segment_ids(dense)
-            if not bool(jnp.all(jnp.broadcast_to(segment_ids_to_mask((q_d, kv_d)), dense.shape) == dense)):
-                raise NotImplementedError(
-                    f"{what}: this mask is not a segment mask, a band or chunks (only a dense attention mask "
-                    "expresses it), and ejkernel (C++)'s flash kernel has no mask-reading variant yet")
-            term = (q_d, kv_d) if term is None else self._combine(term, (q_d, kv_d), what)
+        dense = self._attention_mask
+        if dense is not None and _concrete(dense) and (term is None or _concrete(term[0])):
+            # A concrete mask captured by a traced function: evaluated now, not traced.
+            with jax.ensure_compile_time_eval():
+                q_d, kv_d = mask_to_segment_ids(dense)
+                segment_shaped = bool(jnp.all(jnp.broadcast_to(segment_ids_to_mask((q_d, kv_d)), dense.shape) == dense))
+                if segment_shaped:
+                    term = (q_d, kv_d) if term is None else self._combine(term, (q_d, kv_d), what)
+                    dense = None
         if self._chunk is not None:
             q_len, kv_len = self._lengths(what)
             batch = self.batch_size
@@ -546,10 +546,10 @@ class MaskInfo(MaskViews):
                       jnp.broadcast_to(jnp.arange(kv_len, dtype=jnp.int32) // self._chunk, (batch, kv_len)))
             term = chunks if term is None else _relabel(*term, *chunks, count)
         if term is None:
-            return Lowered(None, None, self._band)
+            return Lowered(None, None, self._band, dense)
         q, kv = (jnp.broadcast_to(jnp.asarray(x, jnp.int32), (self.batch_size, n))
                  for x, n in zip(term, self._lengths(what)))
-        return Lowered(q, kv, self._band)
+        return Lowered(q, kv, self._band, dense)
 
     @staticmethod
     def _combine(a, b, what):

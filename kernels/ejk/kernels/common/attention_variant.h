@@ -27,6 +27,9 @@ struct AttentionFlags {
   // Dropout on the attention weights (common/philox.h); last, so that keys without it keep the
   // mangled names and binaries they had before it existed.
   bool dropout = false;
+  // A dense mask of bytes (FlashFwdParams::dense_mask), ANDed with the rest; last for the same
+  // reason as dropout.
+  bool dense_mask = false;
 };
 
 // Whether a variant's mask can hide keys by position at all (else every key is visible).

@@ -27,6 +27,12 @@ struct FlashFwdParams {
   const i32* cu_seqlens_q;     // [batch + 1] or null: varlen mode when set
   const i32* cu_seqlens_k;     // [batch + 1], set together with cu_seqlens_q
   const float* softmax_aux;    // [Hq, num_sinks] or [num_sinks] float32 (sink variants)
+  // [B|1, Hq|1, Sq, Sk] bytes, nonzero = visible (mask.h; dense-mask variants), stride 0
+  // broadcasts, keys contiguous; null otherwise.
+  const u8* dense_mask;
+  // CUDA: the mask's class per (mask plane, q tile, k tile) of the kernel's tiles, computed on
+  // the device before the kernel (cuda/flash_mask_tiles.cuh); null elsewhere.
+  const u8* mask_tiles;
 
   i64 batch;                   // varlen: number of packed sequences
   i64 seqlen_q, seqlen_k;      // varlen: the longest sequence of each
@@ -42,6 +48,7 @@ struct FlashFwdParams {
   i64 lse_stride_b, lse_stride_h;  // lse[b * lse_stride_b + h * lse_stride_h + s]
   i64 bias_stride_b, bias_stride_h, bias_stride_q;  // key axis contiguous
   i64 q_seg_stride_b, kv_seg_stride_b;
+  i64 mask_stride_b, mask_stride_h, mask_stride_q;
 
   float scale;                 // applied to dot(q, k)
   float softcap;               // cap of softcap variants (> 0)
@@ -65,6 +72,43 @@ EJK_HD const DropoutParams& flash_dropout(const FlashFwdParams& p) {
   return static_cast<const FlashFwdDropoutParams&>(p).dropout;
 }
 template <bool kDropout> using FlashFwdArgs = DropoutArgs<FlashFwdParams, kDropout>;
+
+// Row q of head h in sequence b of the dense mask (keys from 0).
+EJK_HD const u8* flash_mask_row(const FlashFwdParams& p, i64 b, i64 h, i64 q) {
+  return p.dense_mask + b * p.mask_stride_b + h * p.mask_stride_h + q * p.mask_stride_q;
+}
+
+// A tile's class in FlashFwdParams::mask_tiles: no pair, some pairs or every pair inside the
+// sequences visible by the dense mask.
+enum : u8 { kMaskTileHidden = 0, kMaskTilePartial = 1, kMaskTileVisible = 2 };
+
+// Threads of the summary kernel's blocks (one block per tile).
+inline constexpr unsigned kMaskTilesThreads = 128;
+
+// The dense mask's tile summary: planes (1 along a broadcast dim) of q_tiles x k_tiles classes.
+struct FlashMaskTiles {
+  const u8* mask;  // as FlashFwdParams::dense_mask, with its strides
+  u8* tiles;       // [batches, heads, q_tiles, k_tiles]
+  i64 stride_b, stride_h, stride_q;
+  i64 batches, heads;  // the mask's planes: B or 1, Hq or 1
+  i64 rows, keys;      // seqlen_q, seqlen_k
+  i64 block_q, block_k, q_tiles, k_tiles;
+};
+
+EJK_HD FlashMaskTiles flash_mask_tiles_of(const FlashFwdParams& p, i64 block_q, i64 block_k) {
+  return {p.dense_mask, nullptr, p.mask_stride_b, p.mask_stride_h, p.mask_stride_q,
+          p.mask_stride_b != 0 ? p.batch : 1, p.mask_stride_h != 0 ? p.heads_q : 1, p.seqlen_q, p.seqlen_k,
+          block_q, block_k, ceil_div(p.seqlen_q, block_q), ceil_div(p.seqlen_k, block_k)};
+}
+
+// The class of tile (q_tile, k_tile) of (batch b, head h) in p.mask_tiles, of block_q x block_k tiles.
+EJK_HD u8 flash_mask_tile(const FlashFwdParams& p, i64 b, i64 h, i64 q_tile, i64 k_tile, i64 block_q,
+                          i64 block_k) {
+  const i64 nq = ceil_div(p.seqlen_q, block_q), nk = ceil_div(p.seqlen_k, block_k);
+  const i64 heads = p.mask_stride_h != 0 ? p.heads_q : 1;
+  const i64 plane = (p.mask_stride_b != 0 ? b : 0) * heads + (p.mask_stride_h != 0 ? h : 0);
+  return p.mask_tiles[(plane * nq + q_tile) * nk + k_tile];
+}
 
 // The planes and rows a bias [B|1, Hq|1, Sq|1, Sk] holds: 1 along each broadcast (stride 0)
 // axis; rows are positions in a sequence (varlen: the longest's).

@@ -16,6 +16,9 @@
 //   out = sum_k exp(s_k - m) * v_k / l        (normalize_output = false: without "/ l")
 //   lse = m + log(l)
 // A row with no visible key and no sink has out = 0 and lse = -inf (never NaN).
+//
+// A pair is visible when every term present allows it: position (causal, window), segment ids
+// and the dense mask (a byte per (batch, head, query, key), nonzero = visible).
 #pragma once
 #include "ejk/kernels/common/base.h"
 
@@ -45,6 +48,11 @@ EJK_HD bool position_visible(i64 q, i64 k, const MaskSpec& m) {
 EJK_HD bool segment_visible(i32 q_segment, i32 kv_segment) {
   return q_segment == kv_segment && q_segment >= 0;
 }
+
+using u8 = unsigned char;
+
+// Dense attention mask: row q of (batch b, head h) holds a byte per key; nonzero is visible.
+EJK_HD bool dense_mask_visible(const u8* row, i64 k) { return row[k] != 0; }
 
 // The logit transform after scaling, with the backend's tanh (each has its own fast one).
 template <bool kBias, bool kSoftcap, class Tanh>

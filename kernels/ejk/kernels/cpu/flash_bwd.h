@@ -103,6 +103,7 @@ EJK_HD bool pair_grad(const FlashBwdParams& p, const QueryRow<Cfg>& r, const Seq
   constexpr int D = Cfg::head_dim;
   const FlashFwdParams& f = p.fwd;
   if (F.segments && !segment_visible(r.segment, f.kv_segment_ids[s.b * f.kv_seg_stride_b + j])) return false;
+  if (F.dense_mask && !dense_mask_visible(flash_mask_row(f, s.b, h, i), j)) return false;
   float bias = 0.0f;
   if constexpr (F.bias)
     bias = to_f32<Cfg::elem>(static_cast<const Elem<Cfg::elem>*>(
@@ -125,6 +126,19 @@ EJK_HD bool pair_grad(const FlashBwdParams& p, const QueryRow<Cfg>& r, const Seq
     ds *= 1.0f - t * t;
   }
   dx = ds;
+  return true;
+}
+
+// Whether the dense mask shows query i of head h some key of [k_first, k_last] (always true
+// without one): rows and tiles it hides entirely are skipped before their operands are loaded.
+template <class Cfg>
+EJK_HD bool dense_mask_any(const FlashFwdParams& f, const Seq& s, i64 h, i64 i, i64 k_first, i64 k_last) {
+  if constexpr (Cfg::flags.dense_mask) {
+    const u8* row = flash_mask_row(f, s.b, h, i);
+    for (i64 j = k_first; j <= k_last; ++j)
+      if (dense_mask_visible(row, j)) return true;
+    return false;
+  }
   return true;
 }
 
@@ -151,10 +165,11 @@ template <class Cfg> void kv_task(const FlashBwdParams& p, i64 b, i64 hk, i64 kb
   QueryRow<Cfg> r;
   for (i64 h = hk * group; h < (hk + 1) * group; ++h) {
     for (i64 i = qs.first; i <= qs.last; ++i) {
-      if (!load_query<Cfg>(p, s, h, i, r, scratch)) continue;
       // The keys of this block row i sees by position.
       const PositionSpan ks = block_visible_keys<bounded_mask(F)>(m, i, i, s.sk);
       const int j0 = int(max_of<i64>(ks.first - k_first, 0)), j1 = int(min_of<i64>(ks.last - k_first, nk - 1));
+      if (j0 > j1 || !dense_mask_any<Cfg>(f, s, h, i, k_first + j0, k_first + j1)) continue;
+      if (!load_query<Cfg>(p, s, h, i, r, scratch)) continue;
       for (int j = j0; j <= j1; ++j) {
         float prob, dx;
         if (!pair_grad<Cfg>(p, r, s, h, i, k_first + j, kt[j], vt[j], prob, dx)) continue;
@@ -214,6 +229,12 @@ template <class Cfg> void q_task(const FlashBwdParams& p, i64 pb, i64 ph, i64 qb
       for (int tile = tiles.begin; tile < tiles.end; ++tile) {
         const i64 k_first = i64(tile) * BK;
         const int nk = int(min_of<i64>(BK, s.sk - k_first));
+        if constexpr (F.dense_mask) {
+          bool any = false;
+          for (int qi = 0; qi < nq && !any; ++qi)
+            any = live[qi] && dense_mask_any<Cfg>(f, s, h, q_first + qi, k_first, k_first + nk - 1);
+          if (!any) continue;  // the mask hides the whole tile: its K/V rows are not even loaded
+        }
         for (int j = 0; j < nk; ++j) {
           load_row<E, D>(f.k, at(s, s.k_row0, k_first + j, hk, f.k_stride_b, f.k_stride_s, f.k_stride_h), kt[j]);
           load_row<E, D>(f.v, at(s, s.k_row0, k_first + j, hk, f.v_stride_b, f.v_stride_s, f.v_stride_h), vt[j]);

@@ -56,6 +56,7 @@ struct KvBlock {
   i64 k0;
   int kn, next_kn;
   bool segment_pairs;  // segment ids differ inside the block: mask pair by pair
+  bool dense_pairs = false;  // the dense mask hides some pair of the block: mask pair by pair
 };
 
 // Software prefetch of the rows of the next kv block into L2, one cache line per step of a
@@ -151,6 +152,45 @@ EJK_HD SegmentMask classify_segments(const FlashFwdParams& p, const TaskGeometry
   return SegmentMask::none;
 }
 
+enum class DenseMaskTile { all_visible, per_pair, none_visible };
+
+// Folds n mask bytes of a row into `any` (some visible) and `all` (every one visible), eight bytes
+// a step: a word has a zero byte iff (w - 0x01..01) & ~w & 0x80..80 is nonzero (exact).
+EJK_HD void scan_mask_row(const u8* row, int n, bool& any, bool& all) {
+  constexpr unsigned long long kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    unsigned long long w;
+    __builtin_memcpy(&w, row + j, 8);
+    any |= w != 0;
+    all &= ((w - kOnes) & ~w & kHighs) == 0;
+  }
+  for (; j < n; ++j) {
+    const bool visible = dense_mask_visible(row, j);
+    any |= visible;
+    all &= visible;
+  }
+}
+
+// What the dense mask says about the block's rows and keys [k0, k0 + kn): a byte scan, far
+// cheaper than the block's products, so a block it hides entirely is never computed.
+template <class Cfg>
+EJK_HD DenseMaskTile classify_dense_mask(const FlashFwdParams& p, const TaskGeometry& g, i64 k0, int kn) {
+  const u8* row = flash_mask_row(p, g.b, g.h, g.q0) + k0;
+  bool any = false, all = true;
+  // Row by row, stopping once both a visible and a hidden pair are seen (the block is partial).
+  for (int i = 0; i < g.rows && !(any && !all); ++i, row += p.mask_stride_q) scan_mask_row(row, kn, any, all);
+  return !any ? DenseMaskTile::none_visible : all ? DenseMaskTile::all_visible : DenseMaskTile::per_pair;
+}
+
+// Scores st[key][query] (kn x kRows) of pairs the dense mask hides become -inf.
+template <int kRows>
+EJK_HD void mask_dense(float* st, int kn, int rows, const u8* row, i64 row_stride) {
+  for (int i = 0; i < rows; ++i, row += row_stride)
+    for (int j = 0; j < kn; ++j)
+      if (!dense_mask_visible(row, j)) st[j * kRows + i] = neg_inf_f32();
+}
+
 // Softmax state, visible ranges and segment ids of a fresh task.
 template <class Cfg>
 EJK_HD void begin_task_state(const FlashFwdParams& p, const TaskGeometry& g, TaskState<Cfg>& ts) {
@@ -193,6 +233,9 @@ EJK_HD bool scores_to_probabilities(const FlashFwdParams& p, const TaskGeometry&
   }
   if constexpr (Cfg::flags.segments)
     if (blk.segment_pairs) mask_segments<BQ>(st, blk.kn, g.rows, ts.q_seg, ts.kv_seg);
+  if constexpr (Cfg::flags.dense_mask)
+    if (blk.dense_pairs)
+      mask_dense<BQ>(st, blk.kn, g.rows, flash_mask_row(p, g.b, g.h, g.q0) + blk.k0, p.mask_stride_q);
   // Blocks never reach past the sequence end (run_task), so position alone decides.
   const bool mask_positions = !tile_fully_visible<bounded_mask(Cfg::flags)>(
       ts.mask, g.q0, g.q0 + g.rows - 1, blk.k0, blk.k0 + blk.kn - 1);
@@ -275,6 +318,11 @@ EJK_HD void run_task(const FlashFwdParams& p, const TaskGeometry& g, TaskState<C
     const SegmentMask seg = classify_segments<Cfg>(p, g, ts, k0, blk.kn);
     if (seg == SegmentMask::skip_block) continue;
     blk.segment_pairs = seg == SegmentMask::per_pair;
+    if constexpr (Cfg::flags.dense_mask) {
+      const DenseMaskTile dm = classify_dense_mask<Cfg>(p, g, k0, blk.kn);
+      if (dm == DenseMaskTile::none_visible) continue;
+      blk.dense_pairs = dm == DenseMaskTile::per_pair;
+    }
     engine.process_block(p, g, ts, blk);
   }
   engine.finish_task();

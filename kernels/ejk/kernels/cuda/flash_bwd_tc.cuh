@@ -217,6 +217,9 @@ template <class Cfg, class MakeWalk> __device__ void bwd_kv_tc_walk(const FlashB
     bwd_logits<C>(s, f);
     const bool masked = !tile_fully_visible<bounded_mask(C::kFlags)>(m, q0, q0 + BQ - 1, k0, k0 + BK - 1);
     const int col0 = 2 * (lane & 3);
+    bool dense = false;  // the dense mask hides some pair of the tile
+    i64 step_head = 0;
+    if constexpr (C::kFlags.dense_mask) dense = walk.partial(step), step_head = hk * group + walk.head(step);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const i64 j = k0 + warp_row0 + (lane >> 2) + half * 8;
@@ -231,6 +234,10 @@ template <class Cfg, class MakeWalk> __device__ void bwd_kv_tc_walk(const FlashB
           float& x = s[0][nt][2 * half + e];
           if (col < lo || col > hi) x = neg_inf_f32();
           if (segments && !segment_visible(sSeg[stage * BQ + q], k_seg[half])) x = neg_inf_f32();
+          // Rows are keys here: query q0 + q's mask row at key j (both inside the sequence).
+          if (dense && q0 + q < seq.len_q && j < seq.len_k &&
+              !dense_mask_visible(flash_mask_row(f, seq.index, step_head, q0 + q), j))
+            x = neg_inf_f32();
           if constexpr (C::kFlags.dropout) {
             // Rows are keys here: every element is its own (query, key block) Philox draw.
             const i64 h = hk * group + walk.head(step);
@@ -255,9 +262,17 @@ template <class Cfg, class MakeWalk> __device__ void bwd_kv_tc_walk(const FlashB
 }
 
 template <class Cfg> __device__ void bwd_kv_tc(const FlashBwdParams& p) {
-  bwd_kv_tc_walk<Cfg>(p, [&](const MaskSpec&, const SeqSpan&, i64, i64, int, TileRange qt, unsigned char*) {
-    return QueryStepRange{qt, p.fwd.heads_q / p.fwd.heads_kv * qt.count()};
-  });
+  const i64 group = p.fwd.heads_q / p.fwd.heads_kv;
+  if constexpr (Cfg::kFlags.dense_mask) {
+    bwd_kv_tc_walk<Cfg>(p, [&](const MaskSpec&, const SeqSpan& seq, i64 hk, i64 k0, int, TileRange qt, unsigned char*) {
+      return DenseQueryStepWalk{qt,           group * qt.count(), &p.fwd, seq.index, hk * group, k0 / Cfg::kBlockK,
+                                Cfg::kBlockQ, Cfg::kBlockK};
+    });
+  } else {
+    bwd_kv_tc_walk<Cfg>(p, [&](const MaskSpec&, const SeqSpan&, i64, i64, int, TileRange qt, unsigned char*) {
+      return QueryStepRange{qt, group * qt.count()};
+    });
+  }
 }
 
 // dQ of one (sequence, q head, block_q queries) over the key tiles make_walk(m, seq, h, q0, tail)
@@ -323,6 +338,8 @@ template <class Cfg, class MakeWalk> __device__ void bwd_q_tc_walk(const FlashBw
     if (tile_needs_mask<C>(m, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, m, seq, k0, lane);
     if constexpr (C::kSegments)
       if (walk.mixed_segments(tile)) mask_segments<C>(s, ctx, seq, k0, lane);
+    if constexpr (C::kFlags.dense_mask)
+      if (walk.partial(tile)) mask_dense<C>(s, f, ctx, seq, h, k0, lane);
     if constexpr (C::kFlags.dropout) {
       // The dropout factors in place of the weights' fragment layout, then the gradient with them.
       float z[C::kMTiles][C::kNTiles][4];
@@ -353,9 +370,15 @@ template <class Cfg, class MakeWalk> __device__ void bwd_q_tc_walk(const FlashBw
 
 template <class Cfg> __device__ void bwd_q_tc(const FlashBwdParams& p) {
   using C = BwdQConfig<Cfg>;
-  bwd_q_tc_walk<Cfg>(p, [](const MaskSpec& m, const SeqSpan& seq, i64, i64 q0, unsigned char*) {
-    return KeyTileRange{key_range<C>(m, q0, seq.len_k)};
-  });
+  if constexpr (Cfg::kFlags.dense_mask) {
+    bwd_q_tc_walk<Cfg>(p, [&](const MaskSpec& m, const SeqSpan& seq, i64 h, i64 q0, unsigned char*) {
+      return dense_key_walk<C>(p.fwd, m, seq, h, q0);
+    });
+  } else {
+    bwd_q_tc_walk<Cfg>(p, [](const MaskSpec& m, const SeqSpan& seq, i64, i64 q0, unsigned char*) {
+      return KeyTileRange{key_range<C>(m, q0, seq.len_k)};
+    });
+  }
 }
 
 }  // namespace ejk::cuda

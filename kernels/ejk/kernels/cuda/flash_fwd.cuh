@@ -10,9 +10,10 @@ namespace ejk::cuda {
 // Key targets, spelled as in the key (templates render {{target}} into Arch::sm80 / ::sm90a).
 enum class Arch { sm80, sm90a };
 
-// Dropout keys run the sm80 family on sm90a too (docs/design/dropout.md).
+// Dropout and dense-mask keys run the sm80 family on sm90a too (docs/design/dropout.md,
+// dense_mask.md).
 template <Arch A, Elem E, int D, int Br, int Bc, FlashFlags F,
-          bool kWgmma = flash_fwd_uses_wgmma(A == Arch::sm90a && !F.dropout, D, Br, Bc)>
+          bool kWgmma = flash_fwd_uses_wgmma(A == Arch::sm90a && !F.dropout && !F.dense_mask, D, Br, Bc)>
 struct FlashFwdKernel {
   using Config = FlashFwdSm80Config<E, D, Br, Bc, F>;
   static constexpr int kThreads = Config::kThreads;

@@ -7,6 +7,7 @@
 // Semantics (mask, logit transform, sinks, lse) are mask.h's; see flash_fwd_tile.cuh for the
 // per-tile pieces.
 #pragma once
+#include "ejk/kernels/cuda/flash_dense_mask.cuh"
 #include "ejk/kernels/cuda/flash_dropout.cuh"
 #include "ejk/kernels/cuda/flash_fwd_tile.cuh"
 
@@ -209,6 +210,8 @@ __device__ __forceinline__ void flash_fwd_sm80_walk(const FlashFwdParams& p, Mak
     if (tile_needs_mask<C>(mask, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, mask, seq, k0, lane);
     if constexpr (C::kSegments)
       if (walk.mixed_segments(tile)) mask_segments<C>(s, ctx, seq, k0, lane);
+    if constexpr (C::kFlags.dense_mask)
+      if (walk.partial(tile)) mask_dense<C>(s, p, ctx, seq, h, k0, lane);
     online_softmax<C>(s, o, rows);
     // After the row sums (the denominator does not see dropout), before P V.
     if constexpr (C::kFlags.dropout) drop_query_rows(s, flash_dropout(p), seq.index, h, q0 + warp_row0, k0, lane);
@@ -223,11 +226,18 @@ __device__ __forceinline__ void flash_fwd_sm80_walk(const FlashFwdParams& p, Mak
   store_o_tile<C>(o, rows, sQ, gO, p.o_stride_s, valid_q, warp_row0, lane);
 }
 
+// Dense-mask keys walk the tiles the device summary does not mark hidden (flash_dense_mask.cuh).
 template <class C>
 __device__ __forceinline__ void flash_fwd_sm80(const FlashFwdParams& p) {
-  flash_fwd_sm80_walk<C>(p, [](const MaskSpec& mask, const SeqSpan& seq, i64, i64 q0, unsigned char*) {
-    return KeyTileRange{key_range<C>(mask, q0, seq.len_k)};
-  });
+  if constexpr (C::kFlags.dense_mask) {
+    flash_fwd_sm80_walk<C>(p, [&](const MaskSpec& mask, const SeqSpan& seq, i64 h, i64 q0, unsigned char*) {
+      return dense_key_walk<C>(p, mask, seq, h, q0);
+    });
+  } else {
+    flash_fwd_sm80_walk<C>(p, [](const MaskSpec& mask, const SeqSpan& seq, i64, i64 q0, unsigned char*) {
+      return KeyTileRange{key_range<C>(mask, q0, seq.len_k)};
+    });
+  }
 }
 
 }  // namespace ejk::cuda

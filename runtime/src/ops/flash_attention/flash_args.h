@@ -137,6 +137,13 @@ template <class Op> FlashFwdParams forward_params(const Op& op, const engine::Bo
     p.bias_stride_h = t.shape[1] == 1 ? 0 : t.strides[1];
     p.bias_stride_q = t.strides[2];
   }
+  if (b.has(op.attention_mask)) {
+    const TensorView& t = b.tensor(op.attention_mask);
+    p.dense_mask = static_cast<const u8*>(t.data);
+    p.mask_stride_b = t.shape[0] == 1 ? 0 : t.strides[0];  // size-1 dims broadcast
+    p.mask_stride_h = t.shape[1] == 1 ? 0 : t.strides[1];
+    p.mask_stride_q = t.strides[2];
+  }
   if (b.has(op.softmax_aux)) {
     p.softmax_aux = static_cast<const float*>(b.data(op.softmax_aux));
     p.num_sinks = b.size(op.sym_S);

@@ -11,6 +11,7 @@
 #include "ops/flash_attention/flash_args.h"
 #include "ops/flash_attention/flash_bwd_op.h"
 #include "ops/flash_attention/flash_bwd_tc_cuda.h"
+#include "ops/flash_attention/flash_mask_tiles_cuda.h"
 
 namespace ejk::ops {
 namespace {
@@ -33,8 +34,15 @@ size_t scratch_bytes(const FlashBwdParams& p) {
 }  // namespace
 
 engine::OpDef::Workspace FlashAttentionBackwardOp::cuda_workspace(const engine::Bound& b,
-                                                                  const engine::PlanData&) const {
-  return {scratch_bytes(params(b)), 0};
+                                                                  const engine::PlanData& plan) const {
+  const FlashBwdParams p = params(b);
+  size_t bytes = scratch_bytes(p);
+  // The dense mask's tile summary after delta (flash_mask_tiles_cuda.h).
+  if (p.fwd.dense_mask != nullptr) {
+    const auto& facts = plan.facts_as<FlashBwdPlanFacts>();
+    bytes = mask_tiles_offset(bytes) + mask_tiles_bytes(p.fwd, facts.block_q, facts.block_k);
+  }
+  return {bytes, 0};
 }
 
 void FlashAttentionBackwardOp::cuda_launch(const engine::Bound& b, const engine::PlanData& plan,
@@ -59,6 +67,9 @@ void FlashAttentionBackwardOp::cuda_launch(const engine::Bound& b, const engine:
   const auto& facts = plan.facts_as<FlashBwdPlanFacts>();
   require_flash_bwd_rows(name(), p);
   const int64_t sinks = flash_bwd_tasks(p, facts.block_q, facts.block_k).sinks;
+  if (p.fwd.dense_mask != nullptr)  // before the kernels that read it (stream order)
+    launch_mask_tiles(lc, 1, p.fwd, facts.block_q, facts.block_k,
+                      static_cast<unsigned char*>(lc.scratch()) + mask_tiles_offset(scratch_bytes(p)));
   launch_flash_bwd_tc(name(), p, args, {facts.block_q, facts.block_k, lse_rows(p), sinks}, lc);
 }
 

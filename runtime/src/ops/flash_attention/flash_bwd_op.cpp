@@ -11,6 +11,7 @@
 #include "engine/call.h"
 #include "engine/metadata.h"
 #include "ops/flash_attention/flash_args.h"
+#include "ops/flash_attention/flash_op.h"
 #include "ops/flash_attention/flash_bwd_reference.h"
 #include "registry.h"
 
@@ -18,7 +19,8 @@ namespace ejk::ops {
 
 FlashAttentionBackwardOp::FlashAttentionBackwardOp()
     : OpDef("flash_bwd"),
-      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), q_segment_ids(tensor("q_segment_ids")),
+      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), attention_mask(tensor("attention_mask")),
+      q_segment_ids(tensor("q_segment_ids")),
       kv_segment_ids(tensor("kv_segment_ids")), cum_seqlens_q(tensor("cum_seqlens_q")),
       cum_seqlens_k(tensor("cum_seqlens_k")), softmax_aux(tensor("softmax_aux")), out(tensor("out")), lse(tensor("lse")),
       d_out(tensor("d_out")), d_lse(tensor("d_lse")), dq(tensor("dq")), dk(tensor("dk")), dv(tensor("dv")), dbias(tensor("dbias")),
@@ -67,6 +69,11 @@ FlashBwdParams FlashAttentionBackwardOp::params(const engine::Bound& b) const {
   }
   if (b.has(softmax_aux) && b.has(dsoftmax_aux)) bp.dsoftmax_aux = static_cast<float*>(b.data(dsoftmax_aux));
   return bp;
+}
+
+std::vector<VariantKey> FlashAttentionBackwardOp::companions(const VariantKey& key) const {
+  if (key.backend != "cuda" || !key.get_flag("dmask")) return {};
+  return {flash_mask_tiles_key(key.target)};  // the launch's kernel 1
 }
 
 void FlashAttentionBackwardOp::plan_facts(const engine::PlanData& plan, void* facts) const {

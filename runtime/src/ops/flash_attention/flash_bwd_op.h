@@ -14,6 +14,7 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   void check(const engine::Bound& b) const override;
   void problem(const engine::Bound& b, engine::ProblemValues& v) const override;
   void plan_facts(const engine::PlanData& plan, void* facts) const override;
+  std::vector<VariantKey> companions(const VariantKey& key) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
@@ -23,7 +24,7 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   // Every field but the CPU's dbias workspace.
   FlashBwdParams params(const engine::Bound& b) const;
 
-  const int q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse, d_out, d_lse;
+  const int q, k, v, bias, attention_mask, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse, d_out, d_lse;
   const int dq, dk, dv, dbias, dsoftmax_aux;
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
   const int dropout_prob, dropout_seed;

@@ -81,7 +81,8 @@ void reference_flash_bwd(const FlashBwdParams& bp, DType dtype, const FlashBwdRe
           double x = kNegInf;
           const bool seg_ok = !p.q_segment_ids || segment_visible(p.q_segment_ids[b * p.q_seg_stride_b + i],
                                                                  p.kv_segment_ids[b * p.kv_seg_stride_b + j]);
-          if (j >= keys.first && j <= keys.last && seg_ok) {
+          const bool dense_ok = !p.dense_mask || dense_mask_visible(flash_mask_row(p, b, h, i), j);
+          if (j >= keys.first && j <= keys.last && seg_ok && dense_ok) {
             x = double(p.scale) * dot(q.row(i, D), k.row(j, D), D);
             if (p.bias)
               x += engine::read_as_double(p.bias, dtype,

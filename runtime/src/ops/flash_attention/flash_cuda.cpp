@@ -9,6 +9,7 @@
 #include "ejk/kernels/cuda/flash_fwd_traits.cuh"
 #include "engine/call.h"
 #include "ops/flash_attention/flash_args.h"
+#include "ops/flash_attention/flash_mask_tiles_cuda.h"
 #include "ops/flash_attention/flash_op.h"
 
 namespace ejk::ops {
@@ -82,8 +83,9 @@ void align_bias(engine::CudaLaunchContext& lc, FlashFwdParams& p) {
 FlashKeyFacts flash_key_facts(const OpSchema& schema, const VariantKey& key) {
   FlashKeyFacts f;
   const TargetDef* t = schema.backend("cuda").find_target(key.target);
-  // Dropout keys run the sm80 family everywhere (flash_fwd.cuh).
-  f.wgmma = t != nullptr && t->vars.at("sm") >= 90 && !key.get_flag("dropout");
+  // Dropout and dense-mask keys run the sm80 family everywhere (flash_fwd.cuh).
+  f.dense_mask = key.get_flag("dmask");
+  f.wgmma = t != nullptr && t->vars.at("sm") >= 90 && !key.get_flag("dropout") && !f.dense_mask;
   f.per_item = key.get_flag("per_item"), f.bias = key.get_flag("bias");
   f.head_dim = key.get_int("head_dim"), f.block_q = key.get_int("block_q"), f.block_k = key.get_int("block_k");
   return f;
@@ -193,7 +195,18 @@ void launch_flash_fwd(engine::CudaLaunchContext& lc, const FlashLaunchShape& sha
   require_chunked(p.v, {p.v_stride_b, p.v_stride_s, p.v_stride_h}, "v");
   require_chunked(p.out, {p.o_stride_b, p.o_stride_s, p.o_stride_h}, "out");
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;  // empty problem
+  const size_t bias_bytes = bias_copy_bytes(p, shape.bias_chunks);  // before align_bias moves the bias
   if (!bias_reads_in_place(p, shape.bias_chunks)) align_bias(lc, p);
+  if (p.dense_mask != nullptr) {
+    // The summary indexes sequences and heads from 0: one launch only (no slices).
+    if (shape.launches() != 1)
+      throw InvalidArgument(fmt::format("flash_attention (CUDA): attention_mask: with more than {} heads or {} sequences "
+                                        "(one launch) is not supported", shape.grid[1], shape.grid[2]));
+    // Kernel 1 + bias: the companions' order (FlashAttentionOp::companions).
+    const size_t at = mask_tiles_offset(bias_bytes);
+    launch_mask_tiles(lc, p.bias != nullptr ? 2 : 1, p, shape.block_q, shape.block_k,
+                      static_cast<unsigned char*>(lc.scratch()) + at);
+  }
   // After align_bias: a staged bias's map covers the rows the kernel reads.
   FlashFwdTensorMaps maps = shape.tma ? encode_tensor_maps(p, shape) : FlashFwdTensorMaps{};
   if (shape.tma && p.tile_counter == nullptr) p.tile_counter = lc.counters();
@@ -225,7 +238,10 @@ engine::OpDef::Workspace FlashAttentionOp::cuda_workspace(const engine::Bound& b
   Workspace w;
   // The persistent sm90a blocks' work counter: two u32 (sm90/schedule.cuh, sm90::Drawn).
   if (f.wgmma) w.counter_bytes = 2 * sizeof(u32);
-  if (b.has(bias)) w.scratch_bytes = bias_copy_bytes(params(b), launch_facts(f).bias_chunks);
+  const FlashFwdParams p = params(b);
+  if (b.has(bias)) w.scratch_bytes = bias_copy_bytes(p, launch_facts(f).bias_chunks);
+  // The dense mask's tile summary after the bias copy (flash_mask_tiles_cuda.h).
+  if (f.dense_mask) w.scratch_bytes = mask_tiles_offset(w.scratch_bytes) + mask_tiles_bytes(p, f.block_q, f.block_k);
   return w;
 }
 

@@ -21,7 +21,8 @@ namespace ejk::ops {
 
 FlashAttentionOp::FlashAttentionOp()
     : OpDef("flash_fwd"),
-      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), q_segment_ids(tensor("q_segment_ids")),
+      q(tensor("q")), k(tensor("k")), v(tensor("v")), bias(tensor("bias")), attention_mask(tensor("attention_mask")),
+      q_segment_ids(tensor("q_segment_ids")),
       kv_segment_ids(tensor("kv_segment_ids")), cum_seqlens_q(tensor("cum_seqlens_q")),
       cum_seqlens_k(tensor("cum_seqlens_k")), softmax_aux(tensor("softmax_aux")), out(tensor("out")), lse(tensor("lse")),
       softmax_scale(scalar("softmax_scale")), causal(scalar("causal")), sliding_window(scalar("sliding_window")),
@@ -70,11 +71,17 @@ void FlashAttentionOp::plan_facts(const engine::PlanData& plan, void* facts) con
 }
 
 std::vector<VariantKey> FlashAttentionOp::companions(const VariantKey& key) const {
-  if (key.backend != "cuda" || !key.get_flag("bias")) return {};
-  // One bias copy per arch serves every bias key (bf16 and f16 alike: it moves bits).
-  VariantKey copy = detail::op_schema("flash_fwd_bias_rows").blank_key("cuda", key.target);
-  copy.set_enum("elem", "b16");
-  return {copy};
+  if (key.backend != "cuda") return {};
+  std::vector<VariantKey> keys;
+  if (key.get_flag("bias")) {
+    // One bias copy per arch serves every bias key (bf16 and f16 alike: it moves bits).
+    VariantKey copy = detail::op_schema("flash_fwd_bias_rows").blank_key("cuda", key.target);
+    copy.set_enum("elem", "b16");
+    keys.push_back(copy);
+  }
+  // After the bias copy: launch_flash_fwd counts on this order.
+  if (key.get_flag("dmask")) keys.push_back(flash_mask_tiles_key(key.target));
+  return keys;
 }
 
 void FlashAttentionOp::reference(const engine::Bound& b, double* const* outputs) const {
@@ -85,6 +92,12 @@ void FlashAttentionOp::reference(const engine::Bound& b, double* const* outputs)
 double FlashAttentionOp::flops(const engine::Bound& b) const {
   const FlashFwdParams p = params(b);
   return 4.0 * double(p.heads_q * p.head_dim) * flash_args::visible_pairs(*this, b, p);
+}
+
+VariantKey flash_mask_tiles_key(const std::string& target) {
+  VariantKey k = detail::op_schema("flash_mask_tiles").blank_key("cuda", target);
+  k.set_enum("elem", "u8");
+  return k;
 }
 
 const FlashAttentionOp& flash_attention_op() {

@@ -8,9 +8,9 @@
 namespace ejk::ops {
 
 // The tile facts of a CUDA key: its family (`wgmma`: the sm90a family, for targets whose spec
-// var `sm` is 90 or more), head_dim, blocks, and its .items and .bias flags.
+// var `sm` is 90 or more), head_dim, blocks, and its .items, .bias and .dmask flags.
 struct FlashKeyFacts {
-  bool wgmma = false, per_item = false, bias = false;
+  bool wgmma = false, per_item = false, bias = false, dense_mask = false;
   int64_t head_dim = 0, block_q = 0, block_k = 0;
 };
 
@@ -41,7 +41,7 @@ class FlashAttentionOp final : public engine::OpDef {
   FlashFwdParams params(const engine::Bound& b) const;
 
   // Spec indices, resolved once.
-  const int q, k, v, bias, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse;
+  const int q, k, v, bias, attention_mask, q_segment_ids, kv_segment_ids, cum_seqlens_q, cum_seqlens_k, softmax_aux, out, lse;
   const int softmax_scale, causal, sliding_window, logits_soft_cap, normalize_output, max_seqlen_q, max_seqlen_k;
   const int dropout_prob, dropout_seed;
   const int sym_D, sym_Hq, sym_Hkv, sym_B, sym_Sq, sym_Sk, sym_N, sym_Tq, sym_Tk, sym_S;
@@ -49,5 +49,8 @@ class FlashAttentionOp final : public engine::OpDef {
 };
 
 const FlashAttentionOp& flash_attention_op();
+
+// The dense mask's tile summary (a companion of every CUDA dense-mask key of both flash ops) for a target.
+VariantKey flash_mask_tiles_key(const std::string& target);
 
 }  // namespace ejk::ops

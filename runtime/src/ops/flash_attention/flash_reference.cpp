@@ -87,13 +87,14 @@ struct HeadProblem {
 };
 
 // Logit of query row s (0-based in the sequence) and key kk, a key visible by position
-// (attend_row's span), or -inf when its segment hides it.
+// (attend_row's span), or -inf when its segment or the dense mask hides it.
 double logit(const HeadProblem& hp, int64_t s, int64_t kk) {
   const FlashFwdParams& p = *hp.p;
   if (p.q_segment_ids &&
       !segment_visible(p.q_segment_ids[hp.b * p.q_seg_stride_b + s],
                        p.kv_segment_ids[hp.b * p.kv_seg_stride_b + kk]))
     return kNegInf;
+  if (p.dense_mask && !dense_mask_visible(flash_mask_row(p, hp.b, hp.h, s), kk)) return kNegInf;
   const int64_t D = p.head_dim;
   double dot = 0;
   for (int64_t d = 0; d < D; ++d) dot += hp.q[size_t(s * D + d)] * hp.k[size_t(kk * D + d)];

@@ -2,8 +2,10 @@
 // test_delta_chunk_emu.cpp, so that the CUDA chunked delta kernel's own code runs on the CPU: one
 // std::thread per CUDA thread, __syncthreads a block barrier, and ldmatrix, mma.sync m16n8k16 and
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
-// its own fragment by the PTX ISA's layouts). Only what delta.cuh and delta_chunk.cuh use.
+// its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
+// delta_chunk.cuh, flash_mask_tiles.cuh and the flash forward's tile pieces (flash_fwd_tile.cuh) use.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstring>
@@ -15,8 +17,9 @@
 #define __global__
 #define __launch_bounds__(n)
 #define __grid_constant__
-struct Dim3 { unsigned x; };
+struct Dim3 { unsigned x, y = 0, z = 0; };
 extern thread_local Dim3 threadIdx, blockIdx;
+inline Dim3 gridDim{1, 1, 1};  // set by a test before its threads start
 struct alignas(16) float4 { float x, y, z, w; };
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
@@ -27,6 +30,23 @@ extern std::barrier<>* warp_bar[8];
 extern unsigned slots[8][32][8];
 }  // namespace emu
 inline void __syncthreads() { emu::block_bar->arrive_and_wait(); }
+namespace emu {
+inline std::atomic<int> vote_any{0}, vote_none{0};  // a vote's word (one block at a time)
+// The block's vote: every thread posts, then reads, then thread 0 clears for the next vote (the
+// first barrier of which it reaches only after clearing).
+inline int block_vote(bool v, bool all) {
+  block_bar->arrive_and_wait();
+  if (v) vote_any.fetch_or(1);
+  else vote_none.fetch_or(1);
+  block_bar->arrive_and_wait();
+  const int r = all ? !vote_none.load() : vote_any.load();
+  block_bar->arrive_and_wait();
+  if (threadIdx.x == 0) vote_any.store(0), vote_none.store(0);
+  return r;
+}
+}  // namespace emu
+inline int __syncthreads_or(int v) { return emu::block_vote(v != 0, false); }
+inline int __syncthreads_and(int v) { return emu::block_vote(v != 0, true); }
 inline float __shfl_xor_sync(unsigned, float x, int o) {
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
   std::memcpy(&emu::slots[w][l][0], &x, 4);
@@ -36,8 +56,30 @@ inline float __shfl_xor_sync(unsigned, float x, int o) {
   emu::warp_bar[w]->arrive_and_wait();
   return y;
 }
+inline int __all_sync(unsigned, int pred) {
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  emu::slots[w][l][6] = pred != 0;
+  emu::warp_bar[w]->arrive_and_wait();
+  int all = 1;
+  for (int i = 0; i < 32; ++i) all &= int(emu::slots[w][i][6]);
+  emu::warp_bar[w]->arrive_and_wait();
+  return all;
+}
 namespace ejk::cuda {
 enum class Elem { f32, bf16, f16 };
+inline float fast_exp2(float x) { return std::exp2(x); }
+inline float fast_rcp(float x) { return 1.0f / x; }
+inline float fast_log2(float x) { return std::log2(x); }
+inline float fast_tanh(float x) { return std::tanh(x); }
+inline float fmax_f32(float a, float b) { return std::fmax(a, b); }
+inline float quad_max(float v) {
+  v = fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+inline float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 template <Elem E> inline float to_f32(u16 bits);
 template <> inline float to_f32<Elem::bf16>(u16 bits) { return __uint_as_float(unsigned(bits) << 16); }
 template <> inline float to_f32<Elem::f16>(u16 bits) { _Float16 h; std::memcpy(&h, &bits, 2); return float(h); }
