@@ -2,7 +2,7 @@
 // problem's sizes (BTHD), random block indices per (sequence, token, kv head) that mix the
 // token's own block, earlier and later blocks, empty slots (-1) and repeated blocks, optional
 // random block counts; the backward's out and lse from the forward run on the CPU and a random
-// d_out.
+// d_out (and d_lse).
 #include <algorithm>
 #include <cstdint>
 
@@ -32,6 +32,7 @@ class NsaSelectionCase final : public OpCase {
     cmd.add_option("--bs", bs_, "Keys per block (block_size)");
     cmd.add_option("--scale", scale_, "Softmax scale (default 1/sqrt(D))");
     cmd.add_flag("--counts", counts_, "Random block_counts in [0, S] (else every slot counts)");
+    if (backward_) cmd.add_flag("--d-lse", d_lse_, "A random gradient of lse too (d_lse)");
   }
 
   std::vector<InputSpec> inputs(DType dtype) const override {
@@ -48,6 +49,7 @@ class NsaSelectionCase final : public OpCase {
       in.push_back({"out", {b, t, hq, d}, dtype});
       in.push_back({"lse", {b, t, hq}, DType::f32});
       in.push_back({"d_out", {b, t, hq, d}, dtype});
+      if (d_lse_) in.push_back({"d_lse", {b, t, hq}, DType::f32});
     }
     return in;
   }
@@ -75,7 +77,13 @@ class NsaSelectionCase final : public OpCase {
   void finish(HostCase& c) const override {
     if (!forward_due_) return;  // --load: the saved out and lse
     forward_due_ = false;
-    flash_inputs::run_forward_into_saved("nsa_selection_attention", c);
+    // The forward sees its own inputs only (the backward's d_lse is none of them).
+    HostCase f = c;
+    f.inputs.erase(std::remove_if(f.inputs.begin(), f.inputs.end(), [](const auto& in) { return in.first == "d_lse"; }),
+                   f.inputs.end());
+    flash_inputs::run_forward_into_saved("nsa_selection_attention", f);
+    for (auto& [name, t] : c.inputs)
+      if (name == "out" || name == "lse") t = *f.input(name);
   }
 
   Work work(const HostCase& c) const override { return {call_flops(op(), c.args()), 0}; }
@@ -100,7 +108,7 @@ class NsaSelectionCase final : public OpCase {
   }
   bool backward_;
   std::string b_ = "1", t_ = "4096", hq_ = "16", hkv_ = "1", d_ = "64", s_ = "16", bs_ = "64", scale_;
-  bool counts_ = false;
+  bool counts_ = false, d_lse_ = false;
   mutable bool forward_due_ = false;
 };
 

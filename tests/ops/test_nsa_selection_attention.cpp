@@ -204,17 +204,20 @@ TEST_CASE("the reference's gradients are the finite differences of its forward",
   Nsa p;
   p.t = 20, p.hq = 4, p.hkv = 2, p.d = 8, p.s = 3, p.bs = 4, p.counts = true;
   NsaInputs in = make(p, rng);
-  Tensor w = random_tensor({p.b, p.t, p.hq, p.d}, DType::f32, rng);
+  Tensor w = random_tensor({p.b, p.t, p.hq, p.d}, DType::f32, rng), wl = random_tensor({p.b, p.t, p.hq}, DType::f32, rng);
+  // loss = sum(out * w) + sum(lse * wl), lse's finite entries only.
   auto loss = [&]() {
     const auto refs = reference("nsa_selection_attention", in.args);
-    const auto& o = ref_of(refs, "out");
+    const auto &o = ref_of(refs, "out"), &l = ref_of(refs, "lse");
     double s = 0;
     for (size_t i = 0; i < o.size(); ++i) s += o[i] * double(w.data_as<float>()[i]);
+    for (size_t i = 0; i < l.size(); ++i)
+      if (std::isfinite(l[i])) s += l[i] * double(wl.data_as<float>()[i]);
     return s;
   };
   Tensor out = Tensor::empty(w.shape(), DType::f32), lse = Tensor::empty({p.b, p.t, p.hq}, DType::f32);
   Args b = in.args;
-  b.set("out", out.view()).set("lse", lse.view()).set("d_out", w.view());
+  b.set("out", out.view()).set("lse", lse.view()).set("d_out", w.view()).set("d_lse", wl.view());
   const auto grads = reference("nsa_selection_attention_backward", b);
   for (const char* name : {"q", "k", "v"}) {
     const auto& g = ref_of(grads, std::string("d") + name);

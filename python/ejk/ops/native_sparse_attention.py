@@ -228,10 +228,10 @@ DOCS = {"torch": {"on": ", on torch tensors"}}
 
 def _backward(call, shape, inputs, scalars, grads, outputs):
     """nsa_selection_attention_backward on the forward's inputs, its saved out and lse, and the
-    gradient of out (lse is internal to the wrapper, which never differentiates it)."""
+    gradients of out and lse."""
     result = call("nsa_selection_attention_backward", q=inputs["q"], k=inputs["k"], v=inputs["v"],
                   block_indices=inputs["block_indices"], block_counts=inputs.get("block_counts"),
-                  out=outputs["out"], lse=outputs["lse"], d_out=grads["out"], **scalars)
+                  out=outputs["out"], lse=outputs["lse"], d_out=grads["out"], d_lse=grads.get("lse"), **scalars)
     return {"q": result["dq"], "k": result["dk"], "v": result["dv"]}
 
 

@@ -28,9 +28,11 @@ struct NsaParams {
   i64 bc_stride_b, bc_stride_t, bc_stride_h;
   i64 batch, seqlen, heads_q, heads_kv, head_dim, slots, block_size;
   float scale;
-  // The backward's: d_out in, dq, dk, dv out (q's, k's and v's shapes).
+  // The backward's: d_out and d_lse (null: zeros) in, dq, dk, dv out (q's, k's and v's shapes).
   const void* d_out;
   i64 do_stride_b, do_stride_t, do_stride_h;
+  const float* d_lse;
+  i64 dl_stride_b, dl_stride_t, dl_stride_h;
   void *dq, *dk, *dv;
   i64 dq_stride_b, dq_stride_t, dq_stride_h;
   i64 dk_stride_b, dk_stride_t, dk_stride_h;

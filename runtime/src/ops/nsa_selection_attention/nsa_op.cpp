@@ -13,7 +13,7 @@ namespace ejk::ops {
 NsaSelectionOp::NsaSelectionOp(std::string_view kernel_op, bool backward_)
     : OpDef(kernel_op), backward(backward_), q(tensor("q")), k(tensor("k")), v(tensor("v")),
       block_indices(tensor("block_indices")), block_counts(tensor("block_counts")), out(tensor("out")),
-      lse(tensor("lse")), d_out(backward_ ? tensor("d_out") : -1), dq(backward_ ? tensor("dq") : -1),
+      lse(tensor("lse")), d_out(backward_ ? tensor("d_out") : -1), d_lse(backward_ ? tensor("d_lse") : -1), dq(backward_ ? tensor("dq") : -1),
       dk(backward_ ? tensor("dk") : -1), dv(backward_ ? tensor("dv") : -1), softmax_scale(scalar("softmax_scale")),
       block_size(scalar("block_size")), sym_B(symbol("B")), sym_T(symbol("T")), sym_Hq(symbol("Hq")),
       sym_Hkv(symbol("Hkv")), sym_D(symbol("D")), sym_S(symbol("S")) {}
@@ -53,6 +53,10 @@ NsaParams NsaSelectionOp::params(const engine::Bound& b) const {
   if (backward) {
     p.d_out = b.data(d_out);
     strides(d_out, p.do_stride_b, p.do_stride_t, p.do_stride_h);
+    if (b.has(d_lse)) {
+      p.d_lse = static_cast<const float*>(b.data(d_lse));
+      strides(d_lse, p.dl_stride_b, p.dl_stride_t, p.dl_stride_h);
+    }
     p.dq = b.data(dq), p.dk = b.data(dk), p.dv = b.data(dv);
     if (b.has(dq)) strides(dq, p.dq_stride_b, p.dq_stride_t, p.dq_stride_h);
     if (b.has(dk)) strides(dk, p.dk_stride_b, p.dk_stride_t, p.dk_stride_h);

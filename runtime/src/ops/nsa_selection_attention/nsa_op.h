@@ -24,7 +24,7 @@ class NsaSelectionOp final : public engine::OpDef {
 
   const bool backward;
   const int q, k, v, block_indices, block_counts, out, lse;
-  const int d_out, dq, dk, dv;  // -1 in the forward
+  const int d_out, d_lse, dq, dk, dv;  // -1 in the forward
   const int softmax_scale, block_size;
   const int sym_B, sym_T, sym_Hq, sym_Hkv, sym_D, sym_S;
 };

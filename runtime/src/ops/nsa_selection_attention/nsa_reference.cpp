@@ -113,9 +113,10 @@ void reference_nsa_bwd(const NsaParams& p, DType dtype, double* dq, double* dk, 
           double* dq_row = dq + ((b * T + t) * p.heads_q + h) * D;
           std::fill(dq_row, dq_row + D, 0.0);
           if (r.lse == kNegInf) continue;
-          // d s_j = P_j (d_out . v_j - d_out . out), s_j = scale q . k_j.
+          // d s_j = P_j (d_out . v_j - d_out . out + d_lse), s_j = scale q . k_j.
           double delta = 0;
           for (int64_t c = 0; c < D; ++c) delta += g[size_t(c)] * r.out[size_t(c)];
+          if (p.d_lse) delta -= double(p.d_lse[b * p.dl_stride_b + t * p.dl_stride_t + h * p.dl_stride_h]);
           for (int64_t j = 0; j < T; ++j) {
             const double pj = r.prob[size_t(j)];
             if (pj == 0 && !visible(p, b, t, hk, j)) continue;
