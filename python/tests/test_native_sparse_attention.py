@@ -125,3 +125,19 @@ def test_repeated_blocks_count_once_here_and_twice_in_the_seed(rng):
     assert_rel_l2(np.asarray(ours_mixed, np.float64), want)
     late = np.arange(64, 192)  # tokens whose own block is not block 0: block 0 is listed twice
     assert np.abs(seed_mixed[:, late] - want[:, late]).max() > 1e-3
+
+
+def test_vmap_and_jit_are_the_loop(rng):
+    xs = [operands(rng, t=130, hq=2, hkv=1, d=16) for _ in range(3)]
+    stacked = [jnp.stack(parts) for parts in zip(*xs)]
+
+    def f(q, k, v, g_cmp, g_slc):
+        return native_sparse_attention(q, k, v, g_cmp, g_slc, None, 2)
+
+    want = jnp.stack([f(*x) for x in xs])
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(f))(*stacked)), np.asarray(want), rtol=1e-6, atol=1e-6)
+    gv = jax.vmap(jax.grad(lambda *x: f(*x).sum(), argnums=(0, 1, 2)))(*stacked)
+    for i, x in enumerate(xs):
+        gl = jax.grad(lambda *x: f(*x).sum(), argnums=(0, 1, 2))(*x)
+        for a, b in zip(gv, gl):
+            np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-5, atol=1e-5)

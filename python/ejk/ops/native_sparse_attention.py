@@ -237,3 +237,16 @@ def _backward(call, shape, inputs, scalars, grads, outputs):
 
 _backward.uses_outputs = True  # out and lse are saved by the forward, never recomputed
 GRADIENTS = {"nsa_selection_attention": _backward}
+
+
+def _vmap(op, size, names, in_batched, operands):
+    """Every operand leads with B and examples are independent along it (dk and dv sum within
+    an example only): the mapped axis folds into B, one launch."""
+    from .. import _batching
+    q = operands[0]
+    batch = q.shape[1] if in_batched[0] else q.shape[0]
+    outs = op(*(_batching.fold(x, b, size) for x, b in zip(operands, in_batched)))
+    return tuple(_batching.unfold(y, size, batch) for y in outs)
+
+
+VMAP = {"nsa_selection_attention": _vmap, "nsa_selection_attention_backward": _vmap}
