@@ -43,6 +43,11 @@ struct NsaParams {
 inline constexpr i64 kNsaRowHeads = 16;
 inline constexpr i64 kNsaKeyTile = 64;
 
+// The CUDA forward: one warp per row task; its shared memory holds Q [16][D] and the K and V
+// tiles [kNsaKeyTile][D], 16-bit.
+inline constexpr int kNsaWarpThreads = 32;
+EJK_HD constexpr i64 nsa_fwd_smem(i64 head_dim) { return (16 + 2 * kNsaKeyTile) * head_dim * 2; }
+
 EJK_HD i64 nsa_count(const NsaParams& p, i64 b, i64 t, i64 hk) {
   if (!p.block_counts) return p.slots;
   const i64 c = p.block_counts[b * p.bc_stride_b + t * p.bc_stride_t + hk * p.bc_stride_h];
