@@ -90,7 +90,7 @@ def nsa(xp, q, k, v, g_cmp, g_slc, block_indices, counts, scale):
     out = xp.einsum("bihj,bjhd->bihd", p, o.repeat(v, group, 2))
     if g_slc is not None:
         out = out * g_slc[..., None]
-    if g_cmp is not None:
+    if g_cmp is not None and t >= BLOCK:  # before the first complete block the branch gives 0
         nc = t // BLOCK
         k_cmp = k[:, :nc * BLOCK].reshape(b, nc, BLOCK, hkv, d).mean(2)
         v_cmp = v[:, :nc * BLOCK].reshape(b, nc, BLOCK, hkv, d).mean(2)

@@ -45,6 +45,13 @@ def test_full_op_matches_the_float64_reference(rng, dtype, shape):
     assert_rel_l2(np.asarray(out, np.float64), expected(q, k, v, g_cmp, g_slc, idx), jnp.dtype(dtype).name)
 
 
+def test_sequences_shorter_than_a_block(rng):
+    q, k, v, g_cmp, g_slc = operands(rng, t=40, hq=2, hkv=1, d=16)
+    out = native_sparse_attention(q, k, v, g_cmp, g_slc, None, 4)
+    idx = ref.select(*f64(q, k), 0.25, 4)
+    assert_rel_l2(np.asarray(out, np.float64), expected(q, k, v, g_cmp, g_slc, idx))
+
+
 def test_given_block_indices_and_counts(rng):
     q, k, v, _, g_slc = operands(rng, t=150)
     r = np.random.default_rng(1)

@@ -70,6 +70,9 @@ def _compressed(xp, q, k, v, scale):
     (0 there, as the seed's) and the logits against every complete block."""
     b, t, hq, d = q.shape
     hkv, nc = k.shape[2], t // _BLOCK
+    if nc == 0:  # no complete block: no token sees one
+        zero = xp.full_like(xp.f32(q), 0.0)
+        return zero, zero[..., 0], zero[..., :0]
     k_cmp = xp.mean(xp.f32(k[:, :nc * _BLOCK]).reshape(b, nc, _BLOCK, hkv, d), 2)
     v_cmp = xp.mean(xp.f32(v[:, :nc * _BLOCK]).reshape(b, nc, _BLOCK, hkv, d), 2)
     group = hq // hkv
@@ -78,7 +81,7 @@ def _compressed(xp, q, k, v, scale):
     seen = (xp.arange(nc, q)[None, :] < done[:, None])[None, :, None, :]
     masked = xp.np.where(seen, scores, -math.inf)
     has = (done > 0)[None, :, None]
-    lse = xp.np.where(has, xp.logsumexp(masked, -1) if nc else xp.np.zeros_like(masked[..., 0]), 0.0)
+    lse = xp.np.where(has, xp.logsumexp(masked, -1), 0.0)
     p = xp.np.where(seen, xp.np.exp(masked - lse[..., None]), 0.0)
     o = xp.np.einsum("bthc,bchd->bthd", p, xp.repeat(v_cmp, group, 2))
     return xp.np.where(has[..., None], o, 0.0), lse, scores
@@ -95,7 +98,7 @@ def _select(xp, scores, lse, hkv, t, count):
     # Complete blocks' probabilities; the own block (complete or not) is 1; later ones -inf.
     p = xp.np.exp(scores - lse[..., None])
     if nb > nc:  # a trailing partial block: only its own tokens see it, as their own
-        pad = xp.np.zeros_like(p[..., :1])
+        pad = xp.full_like(lse[..., None], 0.0)
         p = xp.concat([p] + [pad] * (nb - nc), -1)
     earlier = (c[None, :] < own[:, None])[None, :, None, :]
     mine = (c[None, :] == own[:, None])[None, :, None, :]
