@@ -1,8 +1,8 @@
 // The CUDA launch plan of state_space_v2: the forward of the keys ssm2_chunked() names runs
 // chunked SSD (kernels/ejk/kernels/cuda/ssm2_chunk.cuh), one block per (sequence, head, tile of
 // 32 head dims); the others the scan (cuda/ssm2.cuh), one block per (sequence, head, tile of
-// 128 head dims); the backward's checkpoints and chunk states per head
-// dim and its f32 accumulators in the stream's scratch: a launch zeroes them, the sweep adds to
+// kSsm1Threads head dims); the backward's checkpoints and chunk states per head dim and its f32
+// accumulators in the stream's scratch: a launch zeroes them, the sweep adds to
 // them, a last launch writes them out. Built with CUDA only.
 #include <fmt/format.h>
 
