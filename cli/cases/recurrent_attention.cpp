@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "ejk/core/error.h"
 #include "op_case.h"
 #include "parse.h"
@@ -39,7 +41,8 @@ class RecurrentCase final : public OpCase {
     cmd.add_option("--h", h_, "Heads");
     cmd.add_option("--k", k_, "Key dim K");
     cmd.add_option("--v", v_, "Value dim V");
-    cmd.add_option("--gates", gates_, "Gates given, comma-separated: g, g_gamma, gk, gv (or none)");
+    cmd.add_option("--gates", gates_, backward_ ? "Gates given, comma-separated: g, g_gamma, gk, gv (or none)"
+                                        : "Gates given, comma-separated: g, g_gamma, gk, gv, g_head (or none)");
     cmd.add_flag("--init", init_, "An initial state");
     cmd.add_flag("--reverse", reverse_, "Walk the sequences from their last token");
     cmd.add_flag("--varlen", varlen_, "Packed sequences of random lengths with cu_seqlens");
@@ -53,6 +56,7 @@ class RecurrentCase final : public OpCase {
     std::vector<InputSpec> in{{"q", tokens(k), dtype}, {"k", tokens(k), dtype}, {"v", tokens(v), dtype}};
     for (const std::string& gate : gate_list()) {
       if (gate == "g_gamma") in.push_back({gate, {h}, DType::f32});
+      else if (gate == "g_head") in.push_back({gate, varlen_ ? Dims{t, h} : Dims{b, t, h}, dtype});
       else in.push_back({gate, tokens(gate == "gv" ? v : k), dtype});
     }
     if (init_) in.push_back({"initial_state", {b, h, k, v}, DType::f32});
@@ -70,7 +74,7 @@ class RecurrentCase final : public OpCase {
     if (name == "cu_seqlens") {
       const auto cu = random_lengths(t.numel() - 1, size(t_, "--t"), rng);
       std::copy(cu.begin(), cu.end(), t.data_as<int32_t>());
-    } else if (name == "g" || name == "gk" || name == "gv") {
+    } else if (name == "g" || name == "gk" || name == "gv" || name == "g_head") {
       fill_log_decay(t, rng);
     } else if (name == "g_gamma") {
       // Retention's per-head decays: 1 - 2^(-5 - h).
@@ -102,8 +106,10 @@ class RecurrentCase final : public OpCase {
         continue;
       }
       if (cur.empty()) continue;
-      if (cur != "g" && cur != "g_gamma" && cur != "gk" && cur != "gv")
-        throw InvalidArgument("--gates: expected a comma-separated list of g, g_gamma, gk, gv, got '" + cur + "'");
+      const bool head = cur == "g_head" && !backward_;  // the backward takes no g_head
+      if (cur != "g" && cur != "g_gamma" && cur != "gk" && cur != "gv" && !head)
+        throw InvalidArgument(fmt::format("--gates: expected a comma-separated list of g, g_gamma, gk, gv{}, got '{}'",
+                                          backward_ ? "" : ", g_head", cur));
       out.push_back(cur), cur.clear();
     }
     return out;

@@ -9,8 +9,8 @@ def _sequence(xp, q, k, v, g, g_gamma, gk, gv, state, scale, reverse):
     steps = range(q.shape[1] - 1, -1, -1) if reverse else range(q.shape[1])
     for t in steps:
         rows = 0.0  # the log decay of the state's rows
-        if g is not None:
-            rows = rows + g[:, t]
+        if g is not None:  # [B, L, H, K], or [B, L, H]: one value for every row
+            rows = rows + (g[:, t] if len(g.shape) == len(q.shape) else g[:, t][..., None])
         if g_gamma is not None:
             rows = rows + g_gamma[None, :, None]
         if gk is not None:

@@ -40,6 +40,24 @@ def lightning_expect(x, layer_idx, num_layers, cu=None, **opts):
     return recurrent_reference.recurrent_attention(np, **as64(x), g_gamma=gamma, cu_seqlens=cu, **opts)
 
 
+def test_gla_with_a_per_head_g(rng):
+    """g [B, T, H], as the seed's Triton GLA reads it: one decay of the whole state per token."""
+    x = inputs(rng)
+    x["g"] = x["g"][..., 0]
+    o, state = jax.jit(lambda *a: gla_attention(*a, return_state=True))(
+        x["q"], x["k"], x["v"], x["g"], x["g_gamma"], x["initial_state"])
+    want_o, want_state = gla_expect(x)
+    assert_rel_l2(o, want_o)
+    assert_rel_l2(state, want_state)
+    dg = jax.grad(lambda g: gla_attention(x["q"], x["k"], x["v"], g).sum())(x["g"])
+    with jax.enable_x64(True):
+        want = jax.grad(lambda g: recurrent_reference.recurrent_attention(
+            jnp, **{n: jnp.asarray(a) for n, a in as64(x).items() if n in ("q", "k", "v")}, g=g)[0].sum())(
+            jnp.asarray(np.asarray(x["g"], np.float64)))
+    assert dg.shape == x["g"].shape
+    assert_rel_l2(dg, np.asarray(want))
+
+
 def test_lightning_decay_formula():
     np.testing.assert_allclose(lightning_decay(4, 1, 4), [0.0, -1.5, -3.0, -4.5])
     assert lightning_decay(8, 0, 2).dtype == np.float32
@@ -134,7 +152,7 @@ def test_bad_arguments_are_named(rng):
     with pytest.raises(TypeError, match="layer_idx"):
         jax.block_until_ready(lightning_attention(x["q"], x["k"], x["v"], layer_idx=0.5, num_layers=2))
     with pytest.raises(ValueError, match=r"\bg\b"):
-        jax.block_until_ready(gla_attention(x["q"], x["k"], x["v"], x["g"][..., 0]))
+        jax.block_until_ready(gla_attention(x["q"], x["k"], x["v"], x["g"][..., :3]))  # K 3, not 16
     with pytest.raises(NotImplementedError, match="platform"):
         jax.block_until_ready(gla_attention(x["q"], x["k"], x["v"], platform="triton"))
 

@@ -30,6 +30,8 @@ def inputs(rng, b=2, t=23, h=3, k=16, v=32, gates=(), init=False, dtype=jnp.floa
     x = dict(q=randn(rows, t, h, k), k=randn(rows, t, h, k), v=randn(rows, t, h, v))
     if "g" in gates:
         x["g"] = decay(rows, t, h, k)
+    if "g_head" in gates:  # the seed's Triton g: one per token and head
+        x["g"] = decay(rows, t, h)
     if "g_gamma" in gates:
         x["g_gamma"] = jnp.asarray(-rng.uniform(0.0, 0.5, h), jnp.float32)
     if "gk" in gates:
@@ -156,6 +158,23 @@ def test_gradients_bfloat16(rng):
                 dtype_name="bfloat16")
 
 
+def test_per_head_g_forward_and_gradients(rng):
+    """g [B, T, H] (simple GLA): the op's g_head, differentiated as g broadcast along K."""
+    x = inputs(rng, gates=("g_head", "g_gamma"), init=True)
+    o, state = jax.jit(lambda *a: recurrent_attention(*a, return_state=True))(*positional(x))
+    want_o, want_state = expect(x)
+    assert_rel_l2(o, want_o)
+    assert_rel_l2(state, want_state)
+    check_grads(x, rng=rng)
+
+
+def test_per_head_g_varlen_bfloat16(rng):
+    cu = np.array([0, 40, 40, 70], np.int32)
+    check_grads(inputs(rng, t=70, k=64, v=64, gates=("g_head",), init=True, n=3), cu, rng=rng, reverse=True)
+    x = inputs(rng, t=16, k=64, v=64, gates=("g_head",), init=True, dtype=jnp.bfloat16)
+    check_grads(x, rng=rng, dtype_name="bfloat16")
+
+
 def test_final_state_alone(rng):
     """Only final_state in the loss: o's cotangent reaches the backward op as zeros, so q's is 0."""
     x = inputs(rng, gates=("g",), init=True)
@@ -210,7 +229,9 @@ def test_bad_arguments_are_named(rng):
     with pytest.raises(ValueError, match=r"\bk\b"):
         jax.block_until_ready(recurrent_attention(q, k[:, :5], v))
     with pytest.raises(ValueError, match=r"\bg\b"):
-        jax.block_until_ready(recurrent_attention(q, k, v, x["g"][..., 0]))  # a per-head gate [B, T, H] is not this op's g
+        jax.block_until_ready(recurrent_attention(q, k, v, x["g"][..., :3]))  # K 3, not 16
+    with pytest.raises(ValueError, match=r"\bg_head\b"):  # a per-head g [B, T, H] is the op's g_head
+        jax.block_until_ready(recurrent_attention(q, k, v, x["g"][:, :, :2, 0]))
     with pytest.raises(ValueError, match="initial_state"):
         jax.block_until_ready(recurrent_attention(q, k, v, None, None, None, None, jnp.zeros((2, 3, 16, 32), jnp.bfloat16)))
     with pytest.raises(ValueError, match="g_gamma"):

@@ -32,6 +32,8 @@ def inputs(rng, b=2, t=23, h=3, k=16, v=32, gates=(), init=False, dtype=torch.fl
     x = dict(q=randn(rows, t, h, k), k=randn(rows, t, h, k), v=randn(rows, t, h, v))
     if "g" in gates:
         x["g"] = decay(rows, t, h, k)
+    if "g_head" in gates:  # the seed's Triton g: one per token and head
+        x["g"] = decay(rows, t, h)
     if "g_gamma" in gates:
         x["g_gamma"] = torch.from_numpy(-rng.uniform(0.0, 0.5, h)).float()
     if "gk" in gates:
@@ -137,6 +139,13 @@ def test_gradients_bfloat16(rng):
                 dtype_name="bfloat16")
 
 
+def test_per_head_g_forward_and_gradients(rng):
+    """g [B, T, H] (simple GLA): the op's g_head, differentiated as g broadcast along K."""
+    check_grads(rng, inputs(rng, gates=("g_head", "g_gamma"), init=True))
+    cu = torch.tensor([0, 40, 40, 70], dtype=torch.int32)
+    check_grads(rng, inputs(rng, t=70, k=64, v=64, gates=("g_head",), init=True, n=3), cu, reverse=True)
+
+
 def test_o_alone_backward_through_expanded_gradient(rng):
     """o.sum()'s gradient is an expanded tensor (stride 0), copied before the kernel reads it."""
     x = {name: a.requires_grad_() for name, a in inputs(rng, gates=("gv",)).items()}
@@ -168,8 +177,9 @@ def test_no_second_derivative(rng):
 
 # --- torch.library and torch.compile -----------------------------------------------------------
 
-def op_args(x, cu=None, scale=None, reverse=None):
-    return tuple(positional(x, cu)) + (scale, reverse)
+def op_args(x, cu=None, scale=None, reverse=None, g_head=None):
+    """The op's schema order: the seed's tensors, cu_seqlens, g_head, then the scalars."""
+    return tuple(positional(x, cu)) + (g_head, scale, reverse)
 
 
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
@@ -178,6 +188,8 @@ def test_opcheck(rng, varlen):
     x = inputs(rng, t=20, gates=("g", "gv"), init=True, n=3 if varlen else None)
     x = {name: a.requires_grad_() for name, a in x.items()}
     torch.library.opcheck(ops.recurrent_attention.default, op_args(x, cu, 0.5, True))
+    g_head = torch.from_numpy(-rng.uniform(0.0, 1.0, tuple(x["q"].shape[:-1]))).float().requires_grad_()
+    torch.library.opcheck(ops.recurrent_attention.default, op_args({**x, "g": None}, cu, 0.5, True, g_head))
     d_o = torch.from_numpy(rng.standard_normal(tuple(x["v"].shape))).float()
     d_state = torch.from_numpy(rng.standard_normal(tuple(x["initial_state"].shape))).float()
     backward_args = tuple(a.detach() if a is not None else None for a in positional(x, cu)) + (d_o, d_state, 0.5, True)
@@ -207,7 +219,9 @@ def test_bad_arguments_are_named(rng):
     with pytest.raises(ValueError, match=r"\bk\b"):
         recurrent_attention(q, k[:, :5], v)
     with pytest.raises(ValueError, match=r"\bg\b"):
-        recurrent_attention(q, k, v, x["g"][..., 0])  # a per-head gate [B, T, H] is not this op's g
+        recurrent_attention(q, k, v, x["g"][..., :3])  # K 3, not 16
+    with pytest.raises(ValueError, match=r"\bg_head\b"):  # a per-head g [B, T, H] is the op's g_head
+        recurrent_attention(q, k, v, x["g"][:, :, :2, 0])
     with pytest.raises(ValueError, match="initial_state"):
         recurrent_attention(q, k, v, None, None, None, None, torch.zeros((2, 3, 16, 32), dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="softmax_scale"):

@@ -21,7 +21,8 @@ namespace recurrent_test {
 
 using namespace ejk;
 
-enum Gate : unsigned { kG = 1, kGamma = 2, kGk = 4, kGv = 8 };
+// kGh (g_head, one scalar per token and head) is the forward's only.
+enum Gate : unsigned { kG = 1, kGamma = 2, kGk = 4, kGv = 8, kGh = 16 };
 
 struct Problem {
   DType dtype = DType::f32;
@@ -129,6 +130,12 @@ inline Call make_call(const Problem& p, bool backward, uint64_t seed) {
   if (p.gates & kG) input("g", p.k, true);
   if (p.gates & kGk) input("gk", p.k, true);
   if (p.gates & kGv) input("gv", p.v, true);
+  if (p.gates & kGh) {
+    REQUIRE_FALSE(backward);
+    Dims d = lead;
+    d.push_back(p.h);
+    c.inputs.emplace_back("g_head", token_input(d, p.dtype, p.pad, false, rng, true));
+  }
   if (p.gates & kGamma) {
     Buffer b;
     b.storage = Tensor::empty({p.h}, DType::f32);

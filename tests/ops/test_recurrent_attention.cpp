@@ -99,6 +99,22 @@ std::vector<Problem> placement_problems() {
   return v;
 }
 
+// Forward problems with g_head, alone and with the other gates, over placements and varlen.
+std::vector<Problem> head_gate_problems(DType dtype) {
+  std::vector<Problem> v;
+  for (unsigned gates : {0u, unsigned(kGamma), unsigned(kG | kGamma), unsigned(kGk | kGv)}) {
+    Problem p;
+    p.dtype = dtype, p.gates = gates | kGh, p.init = gates != 0, p.reverse = gates == kGamma;
+    v.push_back(p);
+    p.varlen = true, p.leading_one = gates == kGamma, p.b = 4, p.t = 30, p.cu = {0, 9, 9, 29, 30}, p.pad = 1;
+    v.push_back(p);
+  }
+  Problem tm;
+  tm.dtype = dtype, tm.gates = kGh | kGamma, tm.pad = 3, tm.token_major = true, tm.t = 70, tm.k = 64, tm.v = 64;
+  v.push_back(tm);
+  return v;
+}
+
 Device gpu() { return {DeviceKind::cuda, 0}; }
 
 }  // namespace
@@ -118,6 +134,47 @@ TEST_CASE("recurrent attention on the CPU: bf16 and f16, placements, varlen, lon
   for (const Problem& p : placement_problems()) {
     check_problem(p, false, Device{}, seed++);
     check_problem(p, true, Device{}, seed++);
+  }
+}
+
+TEST_CASE("recurrent attention on the CPU: g_head, one log decay per token and head", "[recurrent][cpu]") {
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these keys are not built in");
+  uint64_t seed = 700;
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (const Problem& p : head_gate_problems(t)) check_problem(p, false, Device{}, seed++);
+}
+
+TEST_CASE("g_head is g broadcast along the key dim", "[recurrent][reference]") {
+  Problem p;
+  p.dtype = DType::f32, p.gates = kGh | kGamma, p.init = true, p.t = 12, p.k = 6, p.v = 5;
+  const Call c = make_call(p, false, 31);
+  // The same call with g [B, T, H, K] = g_head[..., None] instead of g_head.
+  Call wide = c;
+  const auto gh = std::find_if(wide.inputs.begin(), wide.inputs.end(), [](const auto& x) { return x.first == "g_head"; });
+  REQUIRE(gh != wide.inputs.end());
+  Buffer g;
+  g.storage = Tensor::empty({p.b, p.t, p.h, p.k}, DType::f32);
+  const TensorView& hv = gh->second.view;
+  for (int64_t b = 0; b < p.b; ++b)
+    for (int64_t t = 0; t < p.t; ++t)
+      for (int64_t h = 0; h < p.h; ++h)
+        for (int64_t k = 0; k < p.k; ++k)
+          g.storage.data_as<float>()[((b * p.t + t) * p.h + h) * p.k + k] =
+              static_cast<const float*>(hv.data)[b * hv.strides[0] + t * hv.strides[1] + h * hv.strides[2]];
+  g.view = g.storage.view();
+  wide.inputs.erase(gh);
+  wide.inputs.emplace_back("g", g);
+  const std::vector<ReferenceOutput> a = reference("recurrent_attention", c.all(false));
+  const std::vector<ReferenceOutput> b = reference("recurrent_attention", wide.all(false));
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].values.size() == b[i].values.size());
+    double diff = 0, norm = 0;
+    for (size_t x = 0; x < a[i].values.size(); ++x)
+      diff = std::max(diff, std::abs(a[i].values[x] - b[i].values[x])), norm = std::max(norm, std::abs(b[i].values[x]));
+    INFO(a[i].name);
+    CHECK(norm > 0);
+    CHECK(diff <= 1e-12 * norm);
   }
 }
 
@@ -340,6 +397,8 @@ TEST_CASE("recurrent attention on CUDA matches the float64 reference", "[recurre
     check_problem(p, false, gpu(), seed++);
     check_problem(p, true, gpu(), seed++);
   }
+  for (DType t : {DType::f32, DType::bf16})
+    for (const Problem& p : head_gate_problems(t)) check_problem(p, false, gpu(), seed++);
   Problem big;  // the pre-built sizes, many tiles and chunks
   big.dtype = DType::bf16, big.k = big.v = 128, big.t = 700, big.b = 2, big.h = 3, big.gates = kGk | kGamma, big.dht = true;
   check_problem(big, false, gpu(), seed++);

@@ -1,8 +1,8 @@
 // The chunked tensor-core forward of recurrent_attention on CUDA (kernels/ejk/kernels/cuda/
-// recurrent_chunk.cuh: 16-bit q, k, v, no g/gk/gv, K and V in {64, 128}): outputs and final
+// recurrent_chunk.cuh: 16-bit q, k, v, no g/gk/gv (g_gamma, g_head), K and V in {64, 128}): outputs and final
 // states against the float64 reference, and against the token kernel on the same values (the
 // inputs widened to f32, whose key runs the token kernel), over chunk edges (T = 1, 63, 64, 65,
-// 1000), g_gamma, initial states, reverse and varlen with empty sequences.
+// 1000), g_gamma, g_head, initial states, reverse and varlen with empty sequences.
 #include <catch2/catch_test_macros.hpp>
 
 #include "ejk/admin.h"
@@ -106,8 +106,8 @@ TEST_CASE("chunked recurrent attention on CUDA: chunk edges, g_gamma, initial st
       for (int64_t t : {1, 63, 64, 65, 1000}) {
         Problem p;
         p.dtype = dtype, p.b = 2, p.t = t, p.h = 3, p.k = p.v = kv;
-        // g_gamma and the initial state in each of their four combinations over the lengths.
-        p.gates = n % 2 == 0 ? kGamma : 0, p.init = n / 2 % 2 == 0;
+        // g_gamma, g_head and the initial state in each of their combinations over the lengths.
+        p.gates = (n % 2 == 0 ? kGamma : 0) | (n % 3 != 1 ? kGh : 0), p.init = n / 2 % 2 == 0;
         ++n;
         check_chunked(p, seed++);
       }
@@ -119,7 +119,7 @@ TEST_CASE("chunked recurrent attention on CUDA: reverse, varlen with empty seque
   uint64_t seed = 950;
   for (DType dtype : {DType::bf16, DType::f16}) {
     Problem p;
-    p.dtype = dtype, p.h = 3, p.k = 128, p.v = 64, p.gates = kGamma, p.init = true;
+    p.dtype = dtype, p.h = 3, p.k = 128, p.v = 64, p.gates = kGamma | kGh, p.init = true;
     p.varlen = true, p.b = 5, p.t = 1000;
     p.cu = {0, 0, 130, 130, 999, 1000};  // empty sequences first and in the middle, one of 1 token
     check_chunked(p, seed++);
@@ -142,7 +142,7 @@ TEST_CASE("chunked recurrent attention on CUDA: padded and token-major inputs ta
     check_chunked(p, seed++);
     Problem v;  // packed [1, T, H, X] with a pad of 1, an empty sequence in the middle
     v.dtype = dtype, v.h = 2, v.k = 128, v.v = 64, v.varlen = true, v.leading_one = true, v.pad = 1, v.reverse = true;
-    v.b = 3, v.t = 200, v.cu = {0, 70, 70, 200};
+    v.b = 3, v.t = 200, v.cu = {0, 70, 70, 200}, v.gates = kGh;
     check_chunked(v, seed++);
   }
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -353,4 +354,64 @@ TEST_CASE("state_space_v2 on CUDA matches the float64 reference", "[ssm2][cuda][
   Problem none;
   none.b = 0, none.n = 4;
   check_problem(none, true, gpu(), seed++);
+}
+
+// The 16-bit keys with N 64 or 128 run chunked SSD on tensor cores (cuda/ssm2_chunk.cuh): chunk
+// edges, head dims that leave a partial 32-column tile or are not a multiple of 8 (plain loads),
+// groups, padded token-major inputs, with and without states, and the decode step in place.
+TEST_CASE("state_space_v2 chunked SSD on CUDA matches the float64 reference", "[ssm2][cuda][gpu]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 800;
+  int m = 0;
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t n : {128, 64})
+      for (int64_t s : {1, 63, 64, 65, 1000}) {
+        Problem p;
+        p.dtype = t, p.n = n, p.s = s, p.b = 2, p.h = 4;
+        p.p = std::array<int64_t, 4>{64, 20, 130, 32}[size_t(m % 4)];
+        p.g = std::array<int64_t, 3>{1, 2, 4}[size_t(m % 3)];
+        p.init = m % 2 == 0, p.state = m % 5 != 3;
+        if (m % 7 == 2) p.pad = 3, p.token_major = true;
+        ++m;
+        check_problem(p, false, gpu(), seed++);
+      }
+  Problem step;  // one token, final_state over initial_state
+  step.dtype = DType::bf16, step.s = 1, step.init = true, step.p = 64;
+  const Call c = make_call(step, false, seed++);
+  const std::vector<ReferenceOutput> ref = reference("state_space_v2", c.all());
+  std::vector<Tensor> keep;
+  Args args;
+  for (const auto& [name, b] : c.inputs) {
+    keep.push_back(b.storage.to(gpu()));
+    TensorView v = b.view;
+    v.device = gpu();
+    v.data = static_cast<char*>(keep.back().data()) +
+             (static_cast<const char*>(b.view.data) - static_cast<const char*>(b.storage.data()));
+    args.set(name, v);
+    if (name == "initial_state") args.set("final_state", v);
+  }
+  const size_t y_at = keep.size();
+  keep.push_back(c.outputs[0].second.storage.to(gpu()));
+  TensorView y = c.outputs[0].second.view;
+  y.device = gpu();
+  y.data = static_cast<char*>(keep.back().data()) + kFence * dtype_size(y.dtype);
+  args.set("y", y);
+  const RunInfo info = run("state_space_v2", args);
+  synchronize(gpu());
+  INFO(info.key);
+  const auto state = std::find_if(c.inputs.begin(), c.inputs.end(), [](const auto& x) { return x.first == "initial_state"; });
+  REQUIRE(state != c.inputs.end());
+  const Tensor h = keep[size_t(state - c.inputs.begin())].to(Device{});
+  const std::vector<double>& want = ref_values(ref, "final_state");
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double got = h.data_as<float>()[i];
+    num += (got - want[i]) * (got - want[i]), den += want[i] * want[i];
+  }
+  CHECK(std::sqrt(num / den) <= 1e-2);
+  const Mismatch e = compare(keep[y_at].to(Device{}), ref_values(ref, "y"));
+  CHECK_FALSE(e.nonfinite);
+  CHECK(e.rel_l2 <= 1e-2);
+  CHECK(e.fence_intact);
 }

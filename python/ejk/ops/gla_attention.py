@@ -1,6 +1,7 @@
 """gla_attention, with ``ejkernel.modules.gla_attention``'s signature: recurrent_attention with
-the g gate (per key channel) and g_gamma (per head), differentiable through
-recurrent_attention_backward."""
+the g gate (per key channel, or per head as the seed's Triton reads it) and g_gamma (per head),
+differentiable through recurrent_attention_backward."""
+from .recurrent_attention import head_gate
 
 
 def gla_attention(fw, query, key, value, g=None, g_gamma=None, initial_state=None, cu_seqlens=None, /, *,
@@ -14,7 +15,8 @@ def gla_attention(fw, query, key, value, g=None, g_gamma=None, initial_state=Non
     Args:
       query, key: [B, T, H, K]; packed varlen (with cu_seqlens): [T, H, K] or [1, T, H, K].
       value: [B, T, H, V] (varlen [T, H, V] or [1, T, H, V]). float32, bfloat16 or float16.
-      g: [B, T, H, K] log decays of the state's rows (the key dim), in query's dtype.
+      g: [B, T, H, K] log decays of the state's rows (the key dim), in query's dtype; or
+        [B, T, H] (varlen [T, H] or [1, T, H]), one per token and head (simple GLA).
       g_gamma: float32 [H], a log decay per head at every token (not differentiated).
       initial_state: float32 [B, H, K, V] (varlen [N, H, K, V]: one per sequence); default zeros.
       cu_seqlens: int32 [N + 1], packed varlen: start of each sequence, from 0, non-decreasing,
@@ -31,10 +33,11 @@ def gla_attention(fw, query, key, value, g=None, g_gamma=None, initial_state=Non
     """
     fw.refuse("gla_attention", platform=platform not in (None, "auto"))
     return_state = fw.scalar("return_state", return_state, "bool")
-    result = fw.call("recurrent_attention", cfg=cfg, q=fw.array("query", query), k=fw.array("key", key),
-                     v=fw.array("value", value), g=fw.array("g", g), g_gamma=fw.array("g_gamma", g_gamma),
-                     initial_state=fw.array("initial_state", initial_state),
-                     cu_seqlens=fw.array("cu_seqlens", cu_seqlens), softmax_scale=softmax_scale, reverse=reverse)
+    tensors = dict(q=fw.array("query", query), k=fw.array("key", key), v=fw.array("value", value),
+                   g=fw.array("g", g), g_gamma=fw.array("g_gamma", g_gamma),
+                   initial_state=fw.array("initial_state", initial_state), cu_seqlens=fw.array("cu_seqlens", cu_seqlens))
+    head_gate(tensors)
+    result = fw.call("recurrent_attention", cfg=cfg, **tensors, softmax_scale=softmax_scale, reverse=reverse)
     return (result["o"], result["final_state"]) if return_state else result["o"]
 
 

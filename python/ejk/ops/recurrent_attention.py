@@ -21,7 +21,9 @@ def recurrent_attention(fw, query, key, value, g=None, g_gamma=None, gk=None, gv
       query, key: [B, T, H, K]; packed varlen (with cu_seqlens): [T, H, K] or [1, T, H, K].
       value: [B, T, H, V] (varlen [T, H, V] or [1, T, H, V]). float32, bfloat16 or float16; the
         per-token gates in the same dtype.
-      g, gk: [B, T, H, K] log decays of the state's rows (the key dim), g applied before gk.
+      g, gk: [B, T, H, K] log decays of the state's rows (the key dim), g applied before gk. g may
+        also be [B, T, H] (varlen [T, H] or [1, T, H]), one log decay of the whole state per
+        token and head, as the seed's Triton kernel reads it (simple GLA): the op's g_head.
       g_gamma: float32 [H], a log decay per head at every token (not differentiated).
       gv: [B, T, H, V] log decays of the state's columns (the value dim).
       initial_state: float32 [B, H, K, V] (varlen [N, H, K, V]: one per sequence); default zeros.
@@ -38,14 +40,24 @@ def recurrent_attention(fw, query, key, value, g=None, g_gamma=None, gk=None, gv
       o [B, T, H, V] (value's shape, query's dtype); with return_state, (o, final_state) where
       final_state is float32 [B, H, K, V] (varlen [N, H, K, V]). Gradients reach query, key,
       value, g, gk, gv and initial_state (the states are recomputed from checkpoints, not
-      saved per token); those of g and gk are equal, as both scale the same rows.
+      saved per token); those of g and gk are equal, as both scale the same rows. A [B, T, H] g
+      gets the sum over K of the gradient of its broadcast.
     """
     return_state = fw.scalar("return_state", return_state, "bool")
     tensors = {name: fw.array(seed, x) for (seed, name), x in
                zip(_TENSORS, (query, key, value, g, g_gamma, gk, gv, initial_state, cu_seqlens))}
+    head_gate(tensors)
     fw.on_platform("recurrent_attention", _kit.platform(platform), tensors["q"])
     result = fw.call("recurrent_attention", cfg=cfg, **tensors, softmax_scale=softmax_scale, reverse=reverse)
     return (result["o"], result["final_state"]) if return_state else result["o"]
+
+
+def head_gate(tensors):
+    """A g with one value per token and head (q's rank less one: the seed's Triton reading) is
+    passed as g_head; tensors maps the spec's names, in place."""
+    g, q = tensors.get("g"), tensors.get("q")
+    if g is not None and q is not None and len(g.shape) == len(q.shape) - 1:
+        tensors["g_head"] = tensors.pop("g")
 
 
 WRAPPERS = (recurrent_attention,)
@@ -55,12 +67,47 @@ _GRADIENT_OF = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "gk": "dgk", "gv": "
                 "initial_state": "d_initial_state"}
 
 
+def _xp(x):
+    """x's array namespace (torch or jax.numpy)."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+        return torch
+    import jax.numpy as jnp
+    return jnp
+
+
+def _widen(head, k):
+    """g_head [.., H] as g [.., H, K]: the same decay on every row."""
+    xp = _xp(head)
+    wide = head[..., None]
+    if xp.__name__ == "torch":
+        return wide.expand(*head.shape, k).contiguous()
+    return xp.broadcast_to(wide, (*head.shape, k))
+
+
+def _key_sum(dg, dtype):
+    """The sum over K of dg, in float32, then in the gate's dtype."""
+    xp = _xp(dg)
+    if xp.__name__ == "torch":
+        return dg.float().sum(-1).to(dtype)
+    return dg.astype(xp.float32).sum(-1).astype(dtype)
+
+
 def _backward(call, shape, inputs, scalars, grads):
     """The backward op on the forward's inputs and the outputs' gradients; of its gradients,
-    those of the inputs given (one of a gate not given is that of a gate of zeros)."""
-    result = call("recurrent_attention_backward", **inputs, **scalars, d_o=grads["o"],
+    those of the inputs given (one of a gate not given is that of a gate of zeros). g_head goes
+    in as g broadcast along K (the same recurrence); its gradient is dg summed over K."""
+    given = dict(inputs)
+    head = given.pop("g_head", None)
+    if head is not None:
+        wide = _widen(head, shape(given["q"])[-1])
+        given["g"] = wide if given.get("g") is None else given["g"] + wide
+    result = call("recurrent_attention_backward", **given, **scalars, d_o=grads["o"],
                   d_final_state=grads.get("final_state"))
-    return {name: result[d] for name, d in _GRADIENT_OF.items() if name in inputs}
+    out = {name: result[d] for name, d in _GRADIENT_OF.items() if name in inputs}
+    if head is not None:
+        out["g_head"] = _key_sum(result["dg"], head.dtype)
+    return out
 
 
 GRADIENTS = {"recurrent_attention": _backward}

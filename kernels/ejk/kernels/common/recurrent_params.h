@@ -11,6 +11,7 @@
 // g and gk scale the same rows, so both get d(log a)_i = sum_j D P; gv gets sum_i D P.
 #pragma once
 #include "ejk/kernels/common/base.h"
+#include "ejk/kernels/common/linear_chunk.h"
 
 namespace ejk {
 
@@ -24,6 +25,7 @@ struct RecurrentParams {
   // Forward reads q, k, v, the gates and h0 and writes o (and ht when given). The backward
   // also reads d_o (and dht) and writes those gradients that are given (null: not wanted).
   RecurrentTokens q, k, v, g, gk, gv, o;
+  RecurrentTokens gh;  // g_head, [B, T, H] (X = 1)
   RecurrentTokens d_o, dq, dk, dv, dg, dgk, dgv;
   const float* g_gamma;  // [H]
   const float* h0;       // initial_state, contiguous [sequences, H, K, V], or null (zeros)
@@ -68,22 +70,16 @@ EJK_HD constexpr i64 recurrent_cuda_work_tiles(i64 total, i64 sequences, i64 hea
   return heads * v_tiles * recurrent_cuda_slots(total, sequences, chunk) + sequences * heads * v_tiles * chunk;
 }
 
-// CUDA forward, chunked on tensor cores (cuda/recurrent_chunk.cuh): the variants whose decay is
-// one scalar per head and token (no g, gk, gv), in 16-bit elements, with K, V in {64, 128}. The
-// key decides (the template and the launch plan both ask this), so a key names one kernel.
-constexpr int kRecurrentChunk = 64, kRecurrentChunkThreads = 128;
+// CUDA forward, chunked on tensor cores (cuda/recurrent_chunk.cuh on cuda/linear_chunk.cuh): the
+// variants whose decay is one scalar per head and token (g_gamma, g_head; no g, gk, gv), in
+// 16-bit elements, with K, V in {64, 128}. The key decides (the template and the launch plan
+// both ask this), so a key names one kernel.
+constexpr int kRecurrentChunkThreads = kLinearChunkThreads;
+static_assert(kLinearChunkCols == kRecurrentTile, "the chunked kernel's column tile is the token kernel's");
 EJK_HD constexpr bool recurrent_chunked(bool sixteen_bit, i64 k, i64 v, bool g, bool gk, bool gv) {
-  return sixteen_bit && !g && !gk && !gv && (k == 64 || k == 128) && (v == 64 || v == 128);
+  return sixteen_bit && !g && !gk && !gv && linear_chunk_rows(k) && (v == 64 || v == 128);
 }
-// Its shared memory, in 16-bit elements, rows padded by 8 (16 bytes: ldmatrix's rows then fall
-// in distinct banks): q, k, v in two stages each, the decayed keys, the state tile, then the
-// chunk's cumulative log decays (f32).
-EJK_HD constexpr i64 recurrent_chunk_pitch(i64 width) { return width + 8; }
-EJK_HD constexpr i64 recurrent_chunk_halves(i64 k) {
-  return 5 * kRecurrentChunk * recurrent_chunk_pitch(k) + 2 * kRecurrentChunk * recurrent_chunk_pitch(kRecurrentTile) +
-         k * recurrent_chunk_pitch(kRecurrentTile);
-}
-EJK_HD constexpr i64 recurrent_chunk_smem_bytes(i64 k) { return recurrent_chunk_halves(k) * 2 + kRecurrentChunk * 4; }
+EJK_HD constexpr i64 recurrent_chunk_smem_bytes(i64 k) { return linear_chunk_smem_bytes(k); }
 
 // Tokens [begin, end) of sequence s in the packed token range (base.h's token_span).
 using RecurrentSpan = TokenSpan;
@@ -114,6 +110,12 @@ template <class F, class R> EJK_HD F recurrent_update(F s, R row_decay, F col_de
 // The gradient of the state carried back through one step's decay.
 template <class F, class R> EJK_HD F recurrent_carry(F d, R row_decay, F col_decay) {
   return d * row_decay * col_decay;
+}
+
+// Whether a key's constants gate by g_head (forward keys only: the backward has no g_head).
+template <class Cfg> EJK_HD constexpr bool recurrent_head_gate() {
+  if constexpr (requires { Cfg::kGh; }) return Cfg::kGh;
+  else return false;
 }
 
 // Checkpoints of a unit: the state before steps 0, C, 2C, ... of its sequence.

@@ -13,6 +13,7 @@
 // sequence (sb 0) and sequence s walks tokens [cu[s], cu[s + 1]) (ssm1_span).
 #pragma once
 #include "ejk/kernels/common/base.h"
+#include "ejk/kernels/common/linear_chunk.h"
 #include "ejk/kernels/common/ssm1_params.h"
 
 namespace ejk {
@@ -47,6 +48,11 @@ struct Ssm2Params {
   u32* done;       // CPU backward: tasks finished (the last adds the shares)
   i32 phase;       // CUDA backward: 0 zero, 1 the sweep, 2 the accumulators into the outputs
 };
+
+// CUDA forward: 16-bit keys with N 64 or 128 run as chunked SSD on tensor cores
+// (cuda/ssm2_chunk.cuh), any head dim; the rest run the token-by-token scan. The key decides
+// (the template and the launch plan both ask this).
+EJK_HD constexpr bool ssm2_chunked(bool sixteen_bit, i64 n) { return sixteen_bit && linear_chunk_rows(n); }
 
 EJK_HD i64 ssm2_at(const Ssm2Tokens& t, i64 s, i64 i, i64 h) { return s * t.sb + i * t.ss + h * t.sh; }
 EJK_HD i64 ssm2_group(const Ssm2Params& p, i64 h) { return h / (p.heads / p.groups); }

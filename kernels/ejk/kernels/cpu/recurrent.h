@@ -17,8 +17,9 @@
 
 namespace ejk::cpu {
 
-// Cfg: kElem, kK, kV, kG, kGamma, kGk, kGv, kReverse, kBackward.
-template <class Cfg> inline constexpr bool kRecurrentRowGate = Cfg::kG || Cfg::kGamma || Cfg::kGk;
+// Cfg: kElem, kK, kV, kG, kGamma, kGk, kGv, kReverse, kBackward (the forward's also kGh).
+template <class Cfg> inline constexpr bool kRecurrentRowGate =
+    Cfg::kG || Cfg::kGamma || Cfg::kGk || recurrent_head_gate<Cfg>();
 
 // dst[0, n) = src's elements at (s, i, h), columns [c0, c0 + n), times mul; dst[n, npad) = 0.
 template <ElemKind E>
@@ -58,8 +59,10 @@ template <class Cfg, int kCols> struct RecurrentToken {
     recurrent_load<E>(v, p, p.v, s, i, h, c0, n, kCols, 1.0f);
     if (with_do) recurrent_load<E>(d_o, p, p.d_o, s, i, h, c0, n, kCols, 1.0f);
     if constexpr (kRecurrentRowGate<Cfg>) {
-      const float gamma = Cfg::kGamma ? p.g_gamma[h] : 0.0f;
-      for (int c = 0; c < K; ++c) a[c] = gamma;
+      float scalar = Cfg::kGamma ? p.g_gamma[h] : 0.0f;
+      if constexpr (recurrent_head_gate<Cfg>())
+        scalar += to_f32<E>(static_cast<const Elem<E>*>(p.gh.data)[recurrent_at(p, p.gh, s, i, h)]);
+      for (int c = 0; c < K; ++c) a[c] = scalar;
       float row[K];
       if constexpr (Cfg::kG) {
         recurrent_load<E>(row, p, p.g, s, i, h, 0, K, K, 1.0f);

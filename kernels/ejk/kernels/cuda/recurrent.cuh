@@ -27,7 +27,7 @@ template <Elem E> __device__ __forceinline__ void recurrent_write(void* base, i6
   else static_cast<u16*>(base)[at] = u16(pack2<E>(x, 0.0f) & 0xffffu);
 }
 
-// Cfg: E, kK, kG, kGamma, kGk, kGv, kReverse.
+// Cfg: E, kK, kG, kGamma, kGk, kGv, kReverse (the forward's also kGh).
 template <class Cfg> constexpr int kRecurrentRows = (Cfg::kK + kRecurrentWarps - 1) / kRecurrentWarps;
 
 // One token's operands in shared memory.
@@ -45,10 +45,12 @@ __device__ __forceinline__ void recurrent_stage(const RecurrentParams& p, Recurr
   for (int r = threadIdx.x; r < Cfg::kK; r += kRecurrentThreads) {
     sm.q[r] = recurrent_read<E>(p.q.data, recurrent_at(p, p.q, s, i, h) + r) * p.scale;
     sm.k[r] = recurrent_read<E>(p.k.data, recurrent_at(p, p.k, s, i, h) + r);
+    constexpr bool head_gate = recurrent_head_gate<Cfg>();
     float log = Cfg::kGamma ? p.g_gamma[h] : 0.0f;
+    if (head_gate) log += recurrent_read<E>(p.gh.data, recurrent_at(p, p.gh, s, i, h));
     if (Cfg::kG) log += recurrent_read<E>(p.g.data, recurrent_at(p, p.g, s, i, h) + r);
     if (Cfg::kGk) log += recurrent_read<E>(p.gk.data, recurrent_at(p, p.gk, s, i, h) + r);
-    sm.a[r] = Cfg::kG || Cfg::kGamma || Cfg::kGk ? expf(log) : 1.0f;
+    sm.a[r] = Cfg::kG || Cfg::kGamma || Cfg::kGk || head_gate ? expf(log) : 1.0f;
   }
   const int j = threadIdx.x;
   if (j < kRecurrentTile) {

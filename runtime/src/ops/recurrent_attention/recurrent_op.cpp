@@ -36,7 +36,7 @@ bool as_bool(const Scalar& s) {
 RecurrentOp::RecurrentOp(std::string_view kernel_op, bool backward)
     : OpDef(kernel_op), backward(backward), q(tensor("q")), k(tensor("k")), v(tensor("v")), g(tensor("g")),
       g_gamma(tensor("g_gamma")), gk(tensor("gk")), gv(tensor("gv")), initial_state(tensor("initial_state")),
-      cu_seqlens(tensor("cu_seqlens")), o(backward ? -1 : tensor("o")),
+      cu_seqlens(tensor("cu_seqlens")), g_head(backward ? -1 : tensor("g_head")), o(backward ? -1 : tensor("o")),
       final_state(backward ? -1 : tensor("final_state")), d_o(backward ? tensor("d_o") : -1),
       d_final_state(backward ? tensor("d_final_state") : -1), dq(backward ? tensor("dq") : -1),
       dk(backward ? tensor("dk") : -1), dv(backward ? tensor("dv") : -1), dg(backward ? tensor("dg") : -1),
@@ -64,7 +64,7 @@ RecurrentParams RecurrentOp::params(const engine::Bound& b) const {
   const bool varlen = b.mode >= 0;
   auto tokens = [&](int t) {
     RecurrentTokens x{};
-    if (!b.has(t)) return x;
+    if (t < 0 || !b.has(t)) return x;
     x.data = b.data(t);
     x.sb = varlen ? 0 : b.stride(t, 0);
     x.st = b.stride(t, 1), x.sh = b.stride(t, 2);
@@ -72,6 +72,7 @@ RecurrentParams RecurrentOp::params(const engine::Bound& b) const {
   };
   auto floats = [&](int t) { return static_cast<float*>(b.data(t)); };
   p.q = tokens(q), p.k = tokens(k), p.v = tokens(v), p.g = tokens(g), p.gk = tokens(gk), p.gv = tokens(gv);
+  p.gh = tokens(g_head);
   p.g_gamma = floats(g_gamma), p.h0 = floats(initial_state);
   p.heads = b.size(sym_H), p.dk_ = b.size(sym_K), p.dv_ = b.size(sym_V);
   if (varlen) {

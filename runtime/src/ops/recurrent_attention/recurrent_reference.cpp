@@ -38,6 +38,7 @@ struct Unit {
   void decays(int64_t i, std::vector<double>& a, std::vector<double>& b) const {
     for (int64_t r = 0; r < K; ++r) {
       double log = p.g_gamma ? double(p.g_gamma[h]) : 0.0;
+      if (p.gh.data) log += at(p.gh, i, 0);
       if (p.g.data) log += at(p.g, i, r);
       if (p.gk.data) log += at(p.gk, i, r);
       a[size_t(r)] = std::exp(log);

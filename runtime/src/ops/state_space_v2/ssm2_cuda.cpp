@@ -1,6 +1,8 @@
-// The CUDA launch plan of state_space_v2 (kernels/ejk/kernels/cuda/ssm2.cuh): one block per
-// (sequence, head, tile of 128 head dims); the backward's checkpoints and chunk states per head
-// dim and its f32 accumulators in the stream's scratch: a launch zeroes them, the sweep adds to
+// The CUDA launch plan of state_space_v2: the forward of the keys ssm2_chunked() names runs
+// chunked SSD (kernels/ejk/kernels/cuda/ssm2_chunk.cuh), one block per (sequence, head, tile of
+// 32 head dims); the others the scan (cuda/ssm2.cuh), one block per (sequence, head, tile of
+// kSsm1Threads head dims); the backward's checkpoints and chunk states per head dim and its f32
+// accumulators in the stream's scratch: a launch zeroes them, the sweep adds to
 // them, a last launch writes them out. Built with CUDA only.
 #include <fmt/format.h>
 
@@ -48,8 +50,18 @@ engine::OpDef::Workspace Ssm2Op::cuda_workspace(const engine::Bound& b, const en
   return {l.work_bytes + size_t(l.acc) * sizeof(float), 0};
 }
 
-void Ssm2Op::cuda_launch(const engine::Bound& b, const engine::PlanData&, engine::CudaLaunchContext& lc) const {
+void Ssm2Op::cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const {
   Ssm2Launch l = plan_launch(*this, b);
+  if (!backward && plan.facts_as<Ssm2Facts>().chunked) {
+    const int64_t blocks = l.p.batch * l.p.heads * ceil_div<int64_t>(l.p.hdim, kLinearChunkCols);
+    if (blocks > INT32_MAX)
+      throw InvalidArgument(fmt::format("{}: {} (sequence, head, head-dim tile) blocks exceed the grid", name(), blocks));
+    void* args[] = {&l.p};
+    if (blocks > 0)
+      lc.launch(0, engine::Grid{unsigned(blocks), 1, 1}, kLinearChunkThreads,
+                unsigned(linear_chunk_smem_bytes(l.p.nstate)), args);
+    return;
+  }
   if (l.blocks > INT32_MAX)
     throw InvalidArgument(fmt::format("{}: {} (sequence, head, head-dim tile) blocks exceed the grid", name(), l.blocks));
   void* args[] = {&l.p};  // copied at each launch

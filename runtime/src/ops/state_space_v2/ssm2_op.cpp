@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "engine/call.h"
 #include "engine/metadata.h"
 #include "ops/state_space_v1/ssm1_op.h"
 #include "ops/state_space_v2/ssm2_reference.h"
@@ -90,6 +91,17 @@ engine::CpuWork Ssm2Op::cpu_prepare(const engine::Bound& b, const engine::PlanDa
   p.done = reinterpret_cast<u32*>(p.partial + ssm2_share_floats(p.batch, p.heads));
   *p.done = 0;
   return {p.batch};
+}
+
+bool Ssm2Op::chunked(const VariantKey& key) const {
+  if (backward || key.backend != "cuda") return false;
+  return ssm2_chunked(key.get_enum("dtype") != "f32", key.get_int("state"));
+}
+
+void Ssm2Op::plan_facts(const engine::PlanData& plan, void* facts) const { new (facts) Ssm2Facts{chunked(plan.key)}; }
+
+int64_t Ssm2Op::cuda_dynamic_smem(const VariantKey& key) const {
+  return chunked(key) ? linear_chunk_smem_bytes(key.get_int("state")) : 0;
 }
 
 #if !EJK_HAVE_CUDA

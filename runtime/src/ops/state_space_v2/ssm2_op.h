@@ -7,16 +7,25 @@
 
 namespace ejk::ops {
 
+// What a plan's key says, read once (OpDef::plan_facts): the CUDA forward's kernel.
+struct Ssm2Facts {
+  bool chunked = false;  // ssm2_chunked(): chunked SSD on tensor cores
+};
+
 class Ssm2Op final : public engine::OpDef {
  public:
   Ssm2Op(std::string_view kernel_op, bool backward);
 
   void check(const engine::Bound& b) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+  void plan_facts(const engine::PlanData& plan, void* facts) const override;
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  int64_t cuda_dynamic_smem(const VariantKey& key) const override;
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
+  // Whether a key runs the chunked SSD forward on CUDA (ssm2_chunked()).
+  bool chunked(const VariantKey& key) const;
   // Every field but the work split and the workspace.
   Ssm2Params params(const engine::Bound& b) const;
   // Tokens of the longest sequence: S dense; varlen, from the host's cu_seqlens (checked).

@@ -3,7 +3,8 @@
 // std::thread per CUDA thread, __syncthreads a block barrier, and ldmatrix, mma.sync m16n8k16 and
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
 // its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
-// delta_chunk.cuh, flash_mask_tiles.cuh and the flash forward's tile pieces (flash_fwd_tile.cuh) use.
+// delta_chunk.cuh, linear_chunk.cuh, flash_mask_tiles.cuh and the flash forward's tile pieces
+// (flash_fwd_tile.cuh) use.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -21,6 +22,8 @@ struct Dim3 { unsigned x, y = 0, z = 0; };
 extern thread_local Dim3 threadIdx, blockIdx;
 inline Dim3 gridDim{1, 1, 1};  // set by a test before its threads start
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
 namespace emu {
@@ -64,6 +67,15 @@ inline int __all_sync(unsigned, int pred) {
   for (int i = 0; i < 32; ++i) all &= int(emu::slots[w][i][6]);
   emu::warp_bar[w]->arrive_and_wait();
   return all;
+}
+inline float __shfl_up_sync(unsigned, float x, int o) {
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  std::memcpy(&emu::slots[w][l][0], &x, 4);
+  emu::warp_bar[w]->arrive_and_wait();
+  float y = x;  // lanes below o keep their own value, as the hardware does
+  if (l >= o) std::memcpy(&y, &emu::slots[w][l - o][0], 4);
+  emu::warp_bar[w]->arrive_and_wait();
+  return y;
 }
 namespace ejk::cuda {
 enum class Elem { f32, bf16, f16 };
