@@ -1,9 +1,10 @@
-// A host stand-in for kernels/ejk/kernels/cuda/ptx.cuh, found first on the include path of
-// test_delta_chunk_emu.cpp, so that the CUDA chunked delta kernel's own code runs on the CPU: one
+// A host stand-in for kernels/ejk/kernels/cuda/ptx.cuh, found first on the include path of the
+// emulator tests (test_*_emu.cpp), so that CUDA kernels' own code runs on the CPU: one
 // std::thread per CUDA thread, __syncthreads a block barrier, and ldmatrix, mma.sync m16n8k16 and
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
 // its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
-// delta_chunk.cuh, flash_mask_tiles.cuh and the flash forward's tile pieces (flash_fwd_tile.cuh) use.
+// delta_chunk.cuh, flash_mask_tiles.cuh, the flash forward's tile pieces (flash_fwd_tile.cuh) and
+// grouped_matmul_tc.cuh use.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -21,6 +22,7 @@ struct Dim3 { unsigned x, y = 0, z = 0; };
 extern thread_local Dim3 threadIdx, blockIdx;
 inline Dim3 gridDim{1, 1, 1};  // set by a test before its threads start
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
 namespace emu {
