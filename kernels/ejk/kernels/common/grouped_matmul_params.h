@@ -42,8 +42,9 @@ struct GroupedMatmulParams {
   // The work split, filled by the runtime for the backend: row tiles of the (d)lhs pass and
   // tiles of the drhs pass (CPU tasks; CUDA blocks of each phase).
   i64 row_tiles, col_tiles, drhs_tiles;
-  i32 phase;    // CUDA: 0 the (d)lhs pass, 1 drhs; 2 and 3 the same on the pipelined tensor-core kernel
+  i32 phase;    // CUDA: 0 the (d)lhs pass, 1 drhs; 2 and 3 the same on the pipelined kernel, 4 its d_out copy
   i32 tc_wide;  // CUDA phases 2 and 3: output tiles of 128 x 256 (else 128 x 128)
+  void* d_out_copy;  // CUDA phase 4: an f32 d_out rounded to the dtype, [m, n] contiguous
 };
 
 // CPU tiles of a task: kGmmCpuRows rows (of m, or of k in drhs) x kGmmCpuCols columns.

@@ -254,6 +254,18 @@ template <Elem E, int kWN> __device__ void tc_drhs_pass(const GroupedMatmulParam
   tc_tile<E, true, true, kWN>(lhs_t, i0, p.k - i0, d_out_t, j0, p.n - j0, span.begin, span.end, smem, emit);
 }
 
+// Phase 4, before the pipelined backward of an f32 d_out: d_out rounded to the dtype (as the
+// general kernel rounds it on load) into d_out_copy, 8 elements a thread.
+template <Elem E> __device__ void tc_round_d_out(const GroupedMatmulParams& p) {
+  const i64 chunk = i64(blockIdx.x) * kGmmTcThreads + threadIdx.x, per_row = p.n / 8;
+  if (chunk >= p.m * per_row) return;
+  const i64 row = chunk / per_row, col = chunk % per_row * 8;
+  const float* src = static_cast<const float*>(p.d_out) + row * p.d_out_stride + col;
+  u32* dst = reinterpret_cast<u32*>(static_cast<u16*>(p.d_out_copy) + row * p.n + col);
+  #pragma unroll
+  for (int e = 0; e < 4; ++e) dst[e] = pack2<E>(src[2 * e], src[2 * e + 1]);
+}
+
 // The entry of the pipelined passes: phase 2 the (d)lhs pass, 3 drhs; tc_wide the tile width.
 template <Elem E, bool kBackward, int kWN> __device__ void gmm_tc_tiles(const GroupedMatmulParams& p, u16* smem) {
   if (p.phase == 2) tc_rows_pass<E, kBackward, kWN>(p, smem);
@@ -261,6 +273,7 @@ template <Elem E, bool kBackward, int kWN> __device__ void gmm_tc_tiles(const Gr
 }
 
 template <Elem E, bool kBackward> __device__ void gmm_tc(const GroupedMatmulParams& p) {
+  if (kBackward && p.phase == 4) return tc_round_d_out<E>(p);
   extern __shared__ __align__(16) unsigned char gmm_smem[];
   u16* smem = reinterpret_cast<u16*>(gmm_smem);
   if (p.tc_wide) gmm_tc_tiles<E, kBackward, 64>(p, smem);
