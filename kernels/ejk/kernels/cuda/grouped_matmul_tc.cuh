@@ -2,15 +2,16 @@
 // the general kernel and the dispatch: cuda/grouped_matmul.cuh).
 //
 // A block of 8 warps owns a 128 x 128 output tile (a warp 64 x 32: 4 x 4 mma.sync m16n8k16
-// fragments, f32 sums) or, with tc_wide, 128 x 256 (warps of 64 x 64, half the shared-memory
-// reads per product). The sum runs 32 elements at a time through kGmmTcStages shared-memory
-// stages filled by cp.async 16-byte copies, so kGmmTcStages - 1 loads are in flight while the
-// warps multiply; one __syncthreads per step. An operand is X(q, r) (q: output rows or columns,
-// r: summed) stored contiguous along r ([128][32 + 8] in shared memory, read by ldmatrix) or
-// along q ([32][128 + 8], read by ldmatrix.trans), so lhs, rhs, rhs stored transposed, d_out
-// and lhs^T are all read in place. Preconditions (the host checks them): 16-bit operands, their
-// contiguous dims and row strides multiples of 8 elements, 16-byte aligned bases. Rows (of a
-// group, of m) are masked one by one, so group boundaries need no alignment.
+// fragments, f32 sums) or, with tc_wide, 128 x 256 (warps of 64 x 64, a third fewer
+// shared-memory reads per product). The sum runs 32 elements at a time through kGmmTcStages
+// shared-memory stages filled by cp.async 16-byte copies, so kGmmTcStages - 1 loads are in
+// flight while the warps multiply; one __syncthreads per step. An operand is X(q, r) (q: output
+// rows or columns, r: summed) stored contiguous along r ([q][32 + 8] in shared memory, read by
+// ldmatrix) or along q ([32][q + 8], read by ldmatrix.trans), so lhs, rhs, rhs stored
+// transposed, d_out and lhs^T are all read in place. Preconditions (the host checks them):
+// 16-bit operands, their contiguous dims and row strides multiples of 8 elements, 16-byte
+// aligned bases. Rows (of a group, of m) are masked one by one, so group boundaries need no
+// alignment. Design: docs/design/grouped_matmul.md.
 #pragma once
 #include "ejk/kernels/common/grouped_matmul_params.h"
 #include "ejk/kernels/cuda/ptx.cuh"
@@ -77,15 +78,28 @@ template <int kThreads, int kRows> __device__ GmmSlot gmm_block_slot(const Group
   return {-2, 0, 0};
 }
 
+// The block's sum of one value per thread: warp shuffles, then the warps' sums through buf
+// (kThreads / 32 i64 of shared memory). Every thread calls it and gets the sum.
+template <int kThreads> __device__ i64 gmm_block_sum(i64 v, i64* buf) {
+  long long x = v;
+  #pragma unroll
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  if (threadIdx.x % 32 == 0) buf[threadIdx.x / 32] = x;
+  __syncthreads();
+  i64 total = 0;
+  #pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) total += buf[w];
+  __syncthreads();
+  return total;
+}
+
 // Rows of computed group g, the sizes before it summed by the whole block (buf: kThreads i64).
 template <int kThreads> __device__ TokenSpan gmm_block_group_rows(const GroupedMatmulParams& p, i64 g, i64* buf) {
   const i64 first = gmm_offset(p) + g;
   i64 rows = 0;
   for (i64 base = 0; base < first; base += kThreads) {
     const i64 e = base + threadIdx.x;
-    i64 total;
-    gmm_block_scan<kThreads>(e < first ? gmm_size(p, e) : 0, buf, total);
-    rows += total;
+    rows += gmm_block_sum<kThreads>(e < first ? gmm_size(p, e) : 0, buf);
   }
   const i64 start = min_of(rows, p.m);
   return {start, min_of(start + gmm_size(p, first), p.m)};

@@ -49,12 +49,13 @@ inline int block_vote(bool v, bool all) {
 }  // namespace emu
 inline int __syncthreads_or(int v) { return emu::block_vote(v != 0, false); }
 inline int __syncthreads_and(int v) { return emu::block_vote(v != 0, true); }
-inline float __shfl_xor_sync(unsigned, float x, int o) {
+template <class T> inline T __shfl_xor_sync(unsigned, T x, int o) {
+  static_assert(sizeof(T) <= 8, "a lane's slot holds 8 bytes here");
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  std::memcpy(&emu::slots[w][l][0], &x, 4);
+  std::memcpy(&emu::slots[w][l][0], &x, sizeof(T));
   emu::warp_bar[w]->arrive_and_wait();
-  float y;
-  std::memcpy(&y, &emu::slots[w][l ^ o][0], 4);
+  T y;
+  std::memcpy(&y, &emu::slots[w][l ^ o][0], sizeof(T));
   emu::warp_bar[w]->arrive_and_wait();
   return y;
 }
