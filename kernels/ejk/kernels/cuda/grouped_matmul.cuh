@@ -6,10 +6,10 @@
 // device from group_sizes (no host copy, gmm_block_slot): each computed group and the rows
 // outside them cut into ceil(rows / 64) tiles, so there are at most ceil(m / 64) + G + 2 slots;
 // blocks past the last tile return, blocks over rows of no computed group write zeros (plus
-// existing_out). The drhs pass: a block per (group, 64 rows
-// of k, 64 columns of n) sums over the group's rows. 16-bit dtypes multiply with mma.sync
-// m16n8k16 (four warps of 32 x 32), f32 with FMAs in f32; operands go through shared memory
-// 32 sum elements at a time, read with any strides (rhs stored transposed included).
+// existing_out). The drhs pass: a block per (group, 64 rows of k, 64 columns of n) sums over
+// the group's rows. 16-bit dtypes multiply with mma.sync m16n8k16 (four warps of 32 x 32), f32
+// with FMAs in f32; operands go through shared memory 32 sum elements at a time, read with any
+// strides (rhs stored transposed included).
 #pragma once
 #include "ejk/kernels/common/grouped_matmul_params.h"
 #include "ejk/kernels/cuda/grouped_matmul_tc.cuh"
