@@ -341,3 +341,27 @@ TEST_CASE("grouped matmul on CUDA matches the float64 reference", "[grouped_matm
   check_problem(big, false, gpu(), seed++);
   check_problem(big, true, gpu(), seed++);
 }
+
+TEST_CASE("grouped matmul on CUDA, the pipelined kernel's shapes", "[grouped_matmul][cuda][gpu]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 900;
+  auto both = [&](const Problem& p) {
+    check_problem(p, false, gpu(), seed++);
+    check_problem(p, true, gpu(), seed++);
+  };
+  Problem p;  // uneven groups, empty ones, rows past the sum; tiles of 256 columns (n) and 128 (k)
+  p.dtype = DType::bf16, p.m = 1000, p.k = 136, p.n = 264, p.groups = 7;
+  p.sizes = {0, 129, 1, 300, 0, 255, 200};
+  both(p);
+  Problem t = p;  // transposed, existing_out, outputs and d_out in bf16, a group offset
+  t.sizes = {17, 0, 129, 1, 300, 0, 255, 200, 40}, t.offset = 1, t.transposed = t.existing = true;
+  t.out_dtype = DType::bf16;
+  both(t);
+  Problem h = p;  // f16, k of 512 (dlhs in 256-wide tiles), narrow n, one group with most rows
+  h.dtype = h.out_dtype = DType::f16, h.m = 333, h.k = 512, h.n = 128, h.groups = 3, h.sizes = {100, 0, 233};
+  both(h);
+  Problem pad = p;  // rows of lhs and d_out 8 elements apart beyond their last dim
+  pad.pad = 8;
+  both(pad);
+}

@@ -42,7 +42,9 @@ struct GroupedMatmulParams {
   // The work split, filled by the runtime for the backend: row tiles of the (d)lhs pass and
   // tiles of the drhs pass (CPU tasks; CUDA blocks of each phase).
   i64 row_tiles, col_tiles, drhs_tiles;
-  i32 phase;  // CUDA backward: 0 computes dlhs, 1 drhs
+  i32 phase;    // CUDA: 0 the (d)lhs pass, 1 drhs; 2 and 3 the same on the pipelined kernel, 4 its d_out copy
+  i32 tc_wide;  // CUDA phases 2 and 3: output tiles of 128 x 256 (else 128 x 128)
+  void* d_out_copy;  // CUDA phase 4: an f32 d_out rounded to the dtype, [m, n] contiguous
 };
 
 // CPU tiles of a task: kGmmCpuRows rows (of m, or of k in drhs) x kGmmCpuCols columns.
@@ -52,8 +54,20 @@ constexpr int kGmmCpuRows = 32, kGmmCpuCols = 64;
 // per shared-memory refill.
 constexpr int kGmmThreads = 128, kGmmTile = 64, kGmmStep = 32;
 
-// Slots of the CUDA (d)lhs pass's grid (gridDim.x): an upper bound on its tiles.
-EJK_HD i64 gmm_row_slots(i64 m, i64 groups) { return ceil_div(m, (i64)kGmmTile) + groups + 2; }
+// The pipelined tensor-core kernel (cuda/grouped_matmul_tc.cuh, 16-bit operands whose
+// contiguous dims are multiples of 8): 8 warps on a 128 x 128 output tile (warps of 64 x 32) or,
+// with tc_wide, 128 x 256 (warps of 64 x 64); sums 32 at a time through kGmmTcStages
+// shared-memory stages, each an A operand [128][32 + 8] or [32][128 + 8] and a B operand
+// likewise with 128 or 256 columns (the padding spreads ldmatrix rows over the banks).
+constexpr int kGmmTcThreads = 256, kGmmTcTile = 128, kGmmTcStep = 32, kGmmTcStages = 4;
+EJK_HD constexpr int gmm_tc_cols(bool wide) { return wide ? 256 : 128; }
+EJK_HD constexpr int gmm_tc_operand(int rows) { return rows * (kGmmTcStep + 8); }  // u16 elements
+EJK_HD constexpr int gmm_tc_smem_bytes(bool wide) {
+  return kGmmTcStages * (gmm_tc_operand(kGmmTcTile) + gmm_tc_operand(gmm_tc_cols(wide))) * 2;
+}
+
+// Slots of the CUDA (d)lhs pass's grid (row tiles of `tile` rows): an upper bound on its tiles.
+EJK_HD i64 gmm_row_slots(i64 m, i64 groups, i64 tile) { return ceil_div(m, tile) + groups + 2; }
 
 // The first computed group, clamped so that offset + G <= total_groups.
 EJK_HD i64 gmm_offset(const GroupedMatmulParams& p) {

@@ -1,16 +1,18 @@
 // CUDA grouped matmul, forward and backward (semantics: common/grouped_matmul_params.h).
 //
-// The (d)lhs pass: a block of 128 threads owns a 64 x 64 tile of the output. The tile
-// schedule is computed on the device from group_sizes (no host copy): slot x of the grid walks
-// the row segments in order (the rows before the first computed group, each computed group,
-// the rows after the last), each cut into ceil(rows / 64) tiles, so there are at most
-// ceil(m / 64) + G + 2 slots; blocks past the last tile return, blocks over rows of no
-// computed group write zeros (plus existing_out). The drhs pass: a block per (group, 64 rows
-// of k, 64 columns of n) sums over the group's rows. 16-bit dtypes multiply with mma.sync
-// m16n8k16 (four warps of 32 x 32), f32 with FMAs in f32; operands go through shared memory
-// 32 sum elements at a time, read with any strides (rhs stored transposed included).
+// The general kernel (any strides and extents, f32 included; 16-bit operands that meet the
+// preconditions of cuda/grouped_matmul_tc.cuh go there, phases 2 and 3). The (d)lhs pass: a
+// block of 128 threads owns a 64 x 64 tile of the output. The tile schedule is computed on the
+// device from group_sizes (no host copy, gmm_block_slot): each computed group and the rows
+// outside them cut into ceil(rows / 64) tiles, so there are at most ceil(m / 64) + G + 2 slots;
+// blocks past the last tile return, blocks over rows of no computed group write zeros (plus
+// existing_out). The drhs pass: a block per (group, 64 rows of k, 64 columns of n) sums over
+// the group's rows. 16-bit dtypes multiply with mma.sync m16n8k16 (four warps of 32 x 32), f32
+// with FMAs in f32; operands go through shared memory 32 sum elements at a time, read with any
+// strides (rhs stored transposed included).
 #pragma once
 #include "ejk/kernels/common/grouped_matmul_params.h"
+#include "ejk/kernels/cuda/grouped_matmul_tc.cuh"
 #include "ejk/kernels/cuda/ptx.cuh"
 
 namespace ejk::cuda {
@@ -130,42 +132,10 @@ __device__ void gmm_tile(const GmmMatrix& a, i64 i0, i64 ni, const GmmMatrix& b,
   }
 }
 
-// The rows [lo, hi) of slot `slot` and its computed group (-1: rows of none; -2: no tile).
-struct GmmSlot {
-  i64 group, lo, hi;
-};
-
-__device__ GmmSlot gmm_find_slot(const GroupedMatmulParams& p, i64 slot) {
-  GmmSlot s{-2, 0, 0};
-  auto take = [&](i64 a, i64 e, i64 g) {
-    const i64 tiles = ceil_div(e - a, (i64)kGmmTile);
-    if (slot < tiles) {
-      s = {g, a + slot * kGmmTile, min_of(a + (slot + 1) * kGmmTile, e)};
-      return true;
-    }
-    slot -= tiles;
-    return false;
-  };
-  const i64 offset = gmm_offset(p);
-  i64 r = 0;
-  for (i64 i = 0; i < offset && r < p.m; ++i) r += gmm_size(p, i);
-  r = min_of(r, p.m);
-  if (take(0, r, -1)) return s;
-  for (i64 g = 0; g < p.groups; ++g) {
-    const i64 e = min_of(r + gmm_size(p, offset + g), p.m);
-    if (take(r, e, g)) return s;
-    r = e;
-  }
-  take(r, p.m, -1);
-  return s;
-}
-
 // The (d)lhs pass: blockIdx.x a slot, blockIdx.y a tile of output columns.
 template <Elem E, bool kBackward> __device__ void gmm_rows_pass(const GroupedMatmulParams& p) {
-  __shared__ GmmSlot slot;
-  if (threadIdx.x == 0) slot = gmm_find_slot(p, blockIdx.x);
-  __syncthreads();
-  const GmmSlot s = slot;
+  __shared__ i64 scan[kGmmThreads + 5];
+  const GmmSlot s = gmm_block_slot<kGmmThreads, kGmmTile>(p, blockIdx.x, scan);
   if (s.group == -2) return;
   const i64 j0 = i64(blockIdx.y) * kGmmTile, ncol = gmm_cols(p, kBackward);
   void* out = kBackward ? p.dlhs : p.out;
@@ -201,9 +171,16 @@ template <Elem E> __device__ void gmm_drhs_pass(const GroupedMatmulParams& p) {
   gmm_tile<E>(lhs_t, i0, p.k - i0, d_out, span.begin, span.end, j0, p.n - j0, emit);
 }
 
-template <class Cfg> __device__ void gmm_fwd(const GroupedMatmulParams& p) { gmm_rows_pass<Cfg::E, false>(p); }
+// Phases 0 and 1 run here, 2 and 3 on the pipelined kernel (16-bit dtypes only).
+template <class Cfg> __device__ void gmm_fwd(const GroupedMatmulParams& p) {
+  if constexpr (Cfg::E != Elem::f32)
+    if (p.phase >= 2) return gmm_tc<Cfg::E, false>(p);
+  gmm_rows_pass<Cfg::E, false>(p);
+}
 
 template <class Cfg> __device__ void gmm_bwd(const GroupedMatmulParams& p) {
+  if constexpr (Cfg::E != Elem::f32)
+    if (p.phase >= 2) return gmm_tc<Cfg::E, true>(p);
   if (p.phase == 0) gmm_rows_pass<Cfg::E, true>(p);
   else gmm_drhs_pass<Cfg::E>(p);
 }

@@ -16,6 +16,7 @@ class GroupedMatmulOp final : public engine::OpDef {
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
 #if EJK_HAVE_CUDA
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
 #endif
   void reference(const engine::Bound& b, double* const* out) const override;
 

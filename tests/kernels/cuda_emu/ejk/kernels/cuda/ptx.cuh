@@ -1,10 +1,10 @@
-// A host stand-in for kernels/ejk/kernels/cuda/ptx.cuh, found first on the include path of
-// test_delta_chunk_emu.cpp, so that the CUDA chunked delta kernel's own code runs on the CPU: one
+// A host stand-in for kernels/ejk/kernels/cuda/ptx.cuh, found first on the include path of the
+// emulator tests (test_*_emu.cpp), so that CUDA kernels' own code runs on the CPU: one
 // std::thread per CUDA thread, __syncthreads a block barrier, and ldmatrix, mma.sync m16n8k16 and
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
 // its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
-// delta_chunk.cuh, linear_chunk.cuh, flash_mask_tiles.cuh and the flash forward's tile pieces
-// (flash_fwd_tile.cuh) use.
+// delta_chunk.cuh, linear_chunk.cuh, flash_mask_tiles.cuh, the flash forward's tile pieces
+// (flash_fwd_tile.cuh) and grouped_matmul_tc.cuh use.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -24,6 +24,7 @@ inline Dim3 gridDim{1, 1, 1};  // set by a test before its threads start
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct alignas(8) float2 { float x, y; };
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
 namespace emu {
@@ -50,12 +51,13 @@ inline int block_vote(bool v, bool all) {
 }  // namespace emu
 inline int __syncthreads_or(int v) { return emu::block_vote(v != 0, false); }
 inline int __syncthreads_and(int v) { return emu::block_vote(v != 0, true); }
-inline float __shfl_xor_sync(unsigned, float x, int o) {
+template <class T> inline T __shfl_xor_sync(unsigned, T x, int o) {
+  static_assert(sizeof(T) <= 8, "a lane's slot holds 8 bytes here");
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  std::memcpy(&emu::slots[w][l][0], &x, 4);
+  std::memcpy(&emu::slots[w][l][0], &x, sizeof(T));
   emu::warp_bar[w]->arrive_and_wait();
-  float y;
-  std::memcpy(&y, &emu::slots[w][l ^ o][0], 4);
+  T y;
+  std::memcpy(&y, &emu::slots[w][l ^ o][0], sizeof(T));
   emu::warp_bar[w]->arrive_and_wait();
   return y;
 }
