@@ -2,7 +2,8 @@
 // test_delta_chunk_emu.cpp, so that the CUDA chunked delta kernel's own code runs on the CPU: one
 // std::thread per CUDA thread, __syncthreads a block barrier, and ldmatrix, mma.sync m16n8k16 and
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
-// its own fragment by the PTX ISA's layouts). Only what delta.cuh and delta_chunk.cuh use.
+// its own fragment by the PTX ISA's layouts). Only what delta.cuh, delta_chunk.cuh and
+// page_decode_tc.cuh use.
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -37,6 +38,17 @@ inline float __shfl_xor_sync(unsigned, float x, int o) {
   return y;
 }
 namespace ejk::cuda {
+inline float fast_exp2(float x) { return std::exp2(x); }
+inline float fast_tanh(float x) { return std::tanh(x); }
+inline float fmax_f32(float a, float b) { return std::fmax(a, b); }
+inline float quad_max(float v) {
+  v = fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmax_f32(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+inline float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 enum class Elem { f32, bf16, f16 };
 template <Elem E> inline float to_f32(u16 bits);
 template <> inline float to_f32<Elem::bf16>(u16 bits) { return __uint_as_float(unsigned(bits) << 16); }
