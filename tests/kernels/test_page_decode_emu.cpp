@@ -3,7 +3,8 @@
 // inputs: its block and tile indices, the cp.async ring, the fragment layouts, the per-warp
 // softmax and the final merge, where no GPU is. Shapes: GQA 1, 4, 6, 8 and a group wider
 // than a block's 16 rows; pages of 5, 16 and 64 shuffled; contexts 0, 1, 17, 75, 300;
-// softcap, window, split-KV partials (merged here by merge_states_params.h's rule).
+// D 64, 80, 128, 256; softcap, window, split-KV partials (merged here by
+// merge_states_params.h's rule), empty splits.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -178,4 +179,10 @@ TEST_CASE("the tensor-core paged decode on emulated threads matches a float64 so
   p = Problem{};  // a group of 20: two blocks of query rows; pages of 5
   p.hq = 20, p.hkv = 1, p.bs = 5, p.contexts = {75}, p.split_tokens = 64;
   check(run_problem<80, Elem::f16>(p, 5));
+  p = Problem{};  // GQA 8 in f16, splits of one tile, some of them empty
+  p.hq = 16, p.hkv = 2, p.bs = 16, p.contexts = {17, 300, 1}, p.window = 200, p.split_tokens = 64;
+  check(run_problem<128, Elem::f16>(p, 6));
+  p = Problem{};  // the widest head dim
+  p.hq = 4, p.hkv = 2, p.bs = 16, p.contexts = {130, 64};
+  check(run_problem<256, Elem::bf16>(p, 7));
 }

@@ -38,16 +38,25 @@ __device__ __forceinline__ void page_tc_load(const PageAttentionParams& p, u16* 
   using S = PageTcShape<D>;
   const u16* kc = static_cast<const u16*>(p.k_cache);
   const u16* vc = static_cast<const u16*>(p.v_cache);
+  // page_block's lookup and clamp with 32-bit division (positions come from i32 lengths): the
+  // 64-bit one is a long call, and every thread does it for each of its rows of every tile.
   const u32 bs = u32(p.block_size);
-  for (int x = threadIdx.x; x < kPageTile * S::kChunks; x += kPageThreads) {
-    const int i = x / S::kChunks, c = x % S::kChunks;
+  const i32* table = p.block_tables + s * p.bt_ss;
+  const i32 last = i32(p.num_blocks - 1);
+  kc += g * p.k_sh, vc += g * p.v_sh;
+  // Unrolled (kPageTile * kChunks is a multiple of kPageThreads: kChunks is even) so that the
+  // table reads of a thread's rows are issued together, not one latency per row.
+  static_assert(kPageTile * S::kChunks % kPageThreads == 0, "whole passes over the tile");
+#pragma unroll
+  for (int r = 0; r < kPageTile * S::kChunks / kPageThreads; ++r) {
+    const int x = int(threadIdx.x) + r * kPageThreads, i = x / S::kChunks, c = x % S::kChunks;
     const bool valid = i < n;
     i64 ko = 0, vo = 0;
     if (valid) {
-      const u32 j = u32(t0 + i);
-      const i64 blk = page_block(p, s, j), slot = j % bs;
-      ko = blk * p.k_sb + g * p.k_sh + slot * p.k_st + c * 8;
-      vo = blk * p.v_sb + g * p.v_sh + slot * p.v_st + c * 8;
+      const u32 j = u32(t0 + i), pg = j / bs, slot = j - pg * bs;
+      const i64 blk = min_of(max_of(table[pg], 0), last);
+      ko = blk * p.k_sb + i64(slot) * p.k_st + c * 8;
+      vo = blk * p.v_sb + i64(slot) * p.v_st + c * 8;
     }
     cp_async_16(smem_addr(sk + i * S::kPitch + c * 8), kc + ko, valid);
     cp_async_16(smem_addr(sv + i * S::kPitch + c * 8), vc + vo, valid);

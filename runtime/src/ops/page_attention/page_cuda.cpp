@@ -34,14 +34,15 @@ int64_t auto_splits(int64_t units, int64_t slots, int64_t cap) {
   return cap;
 }
 
-// sm_count 0: the most splits any device can take (the workspace's bound).
+// dev null: the most splits any device can take (the workspace's bound).
 PageLaunch plan_launch(const PageAttentionOp& op, const engine::Bound& b, const engine::PlanData& plan,
-                       int sm_count, int64_t smem_per_sm, bool vec) {
+                       const cuda::DeviceInfo* dev) {
   PageLaunch l{op.params(b)};
   PageAttentionParams& p = l.p;
   const int64_t esize = int64_t(dtype_size(b.dtype));
-  p.vec = vec ? 1 : 0;
-  l.smem = page_uses_tc(p.head_dim, esize, vec) ? page_tc_smem_bytes(p.head_dim) : page_smem_bytes(p.head_dim, esize);
+  p.vec = dev && engine::chunks16_allowed(p.head_dim, esize, {p.k_cache, p.v_cache},
+                                          {p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st}) ? 1 : 0;
+  l.smem = page_uses_tc(p.head_dim, esize, p.vec != 0) ? page_tc_smem_bytes(p.head_dim) : page_smem_bytes(p.head_dim, esize);
   const int64_t head_groups = ceil_div<int64_t>(p.q_heads / std::max<int64_t>(p.kv_heads, 1), kPageMaxGroup);
   const int64_t units = std::max<int64_t>(1, p.seqs * p.kv_heads * head_groups);
   // The longest run of positions a sequence can see: the device's lengths are never read.
@@ -49,9 +50,14 @@ PageLaunch plan_launch(const PageAttentionOp& op, const engine::Bound& b, const 
   int64_t splits = 1;
   if (plan.facts_as<PageFacts>().split) {
     const int64_t asked = b.i64(op.num_splits), cap = ceil_div<int64_t>(span, kMinSplitTokens);
-    // Blocks one SM holds at once: its shared memory (1 KiB of it reserved per block), at most 8.
-    const int64_t per_sm = std::clamp<int64_t>(smem_per_sm / (l.smem + 1024), 1, 8);
-    splits = asked > 0 ? asked : sm_count == 0 ? cap : auto_splits(units, int64_t(sm_count) * per_sm, cap);
+    if (asked > 0 || !dev) {
+      splits = asked > 0 ? asked : cap;
+    } else {
+      // Blocks one SM holds at once: its shared memory (the opt-in limit plus the 1 KiB the
+      // system keeps per block), at most 8.
+      const int64_t per_sm = std::clamp<int64_t>((int64_t(dev->max_smem_optin) + 1024) / (l.smem + 1024), 1, 8);
+      splits = auto_splits(units, int64_t(std::max(dev->sm_count, 1)) * per_sm, cap);
+    }
   }
   p.split_tokens = ceil_div<int64_t>(ceil_div<int64_t>(span, splits), kPageTile) * kPageTile;
   p.splits = ceil_div<int64_t>(span, p.split_tokens);
@@ -60,24 +66,17 @@ PageLaunch plan_launch(const PageAttentionOp& op, const engine::Bound& b, const 
   return l;
 }
 
-bool chunk_loads(const engine::Bound& b, const PageAttentionParams& p) {
-  return engine::chunks16_allowed(p.head_dim, int64_t(dtype_size(b.dtype)), {p.k_cache, p.v_cache},
-                                  {p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st});
-}
-
 }  // namespace
 
 engine::OpDef::Workspace PageAttentionOp::cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const {
   // Sized for the most splits any device of the plan's arch can take: the plan does not know
   // the SM count, so this uses the asked count or the span's cap.
-  return {plan_launch(*this, b, plan, 0, 0, false).scratch_bytes, 0};
+  return {plan_launch(*this, b, plan, nullptr).scratch_bytes, 0};
 }
 
 void PageAttentionOp::cuda_launch(const engine::Bound& b, const engine::PlanData& plan,
                                   engine::CudaLaunchContext& lc) const {
-  const cuda::DeviceInfo& dev = lc.device();
-  PageLaunch l = plan_launch(*this, b, plan, std::max(dev.sm_count, 1), int64_t(dev.max_smem_optin) + 1024,
-                             chunk_loads(b, params(b)));
+  PageLaunch l = plan_launch(*this, b, plan, &lc.device());
   PageAttentionParams& p = l.p;
   if (l.blocks == 0) return;
   if (l.blocks > INT32_MAX)
