@@ -4,7 +4,8 @@
 // softmax and the final merge, where no GPU is. Shapes: GQA 1, 4, 6, 8 and a group wider
 // than a block's 16 rows; pages of 5, 16 and 64 shuffled; contexts 0, 1, 17, 75, 300;
 // D 64, 80, 128, 256; softcap, window, split-KV partials (merged here by
-// merge_states_params.h's rule), empty splits.
+// merge_states_params.h's rule), empty splits; and the ragged family's one-token blocks
+// (ragged_decode_tc.cuh): decode and the last prefill token, ALiBi, qq_bias, sinks, the lse.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "ejk/kernels/cuda/page_decode_tc.cuh"
+#include "ejk/kernels/cuda/ragged_decode_tc.cuh"
 
 thread_local Dim3 threadIdx, blockIdx;
 namespace ejk::cuda {
@@ -39,10 +41,11 @@ template <int D_, Elem E_> struct Cfg {
   static constexpr int kD = D_;
 };
 
-// Blocks one after another, each as kPageThreads threads over shared memory poisoned first.
-template <class C> void launch(const PageAttentionParams& p, long blocks) {
+// Blocks one after another, each as kPageThreads threads over shared memory poisoned first;
+// body(b) is block b's code.
+template <int D, class Body> void launch_blocks(long blocks, const Body& body) {
   constexpr int kWarps = kPageThreads / 32;
-  REQUIRE(size_t(page_tc_smem_bytes(C::kD)) <= sizeof(page_tc_smem));
+  REQUIRE(size_t(page_tc_smem_bytes(D)) <= sizeof(page_tc_smem));
   for (long b = 0; b < blocks; ++b) {
     std::barrier<> block(kPageThreads);
     std::vector<std::unique_ptr<std::barrier<>>> warps;
@@ -54,10 +57,14 @@ template <class C> void launch(const PageAttentionParams& p, long blocks) {
     for (unsigned t = 0; t < unsigned(kPageThreads); ++t)
       threads.emplace_back([&, t] {
         threadIdx.x = t, blockIdx.x = unsigned(b);
-        page_decode_tc<C>(p);
+        body(b);
       });
     for (auto& t : threads) t.join();
   }
+}
+
+template <class C> void launch(const PageAttentionParams& p, long blocks) {
+  launch_blocks<C::kD>(blocks, [&](long) { page_decode_tc<C>(p); });
 }
 
 struct Problem {
@@ -185,4 +192,114 @@ TEST_CASE("the tensor-core paged decode on emulated threads matches a float64 so
   p = Problem{};  // the widest head dim
   p.hq = 4, p.hkv = 2, p.bs = 16, p.contexts = {130, 64};
   check(run_problem<256, Elem::bf16>(p, 7));
+}
+
+namespace {
+
+// One token per block row of the ragged family: decode tokens (n_q 1) and the last token of a
+// prefill sequence (n_q 3, causal), on a token-major cache [pages, slot, Hkv, D].
+struct RaggedProblem {
+  long hq = 8, hkv = 2, ps = 16;
+  std::vector<long> contexts{1, 17, 300};
+  long n_q = 1, window = 0;
+  float softcap = 0;
+  bool alibi = false, sinks = false, qq = false;
+};
+
+template <int D, Elem E> Errors run_ragged(const RaggedProblem& pr, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  const long S = long(pr.contexts.size()), group = pr.hq / pr.hkv;
+  const long longest = *std::max_element(pr.contexts.begin(), pr.contexts.end());
+  const long mb = std::max<long>(1, (longest + pr.ps - 1) / pr.ps), np = S * mb + 2, T = S * pr.n_q;
+  std::vector<u16> q(size_t(T * pr.hq * D)), kc(size_t(np * pr.ps * pr.hkv * D)), vc(kc.size());
+  for (auto& x : q) x = bits<E>(nd(rng));
+  for (auto& x : kc) x = bits<E>(nd(rng));
+  for (auto& x : vc) x = bits<E>(nd(rng));
+  std::vector<i32> perm(static_cast<size_t>(np)), tables(size_t(S * mb)), lens(static_cast<size_t>(S));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
+  for (long s = 0; s < S; ++s) lens[size_t(s)] = i32(pr.contexts[size_t(s)]);
+  std::vector<float> alibi(size_t(pr.hq)), sinks(size_t(pr.hq)), qq(4);
+  for (auto& x : alibi) x = -0.05f * std::abs(nd(rng));
+  for (auto& x : sinks) x = nd(rng);
+  for (auto& x : qq) x = nd(rng);
+
+  RaggedPageParams p{};
+  p.q = q.data(), p.k = kc.data(), p.v = vc.data(), p.context_lens = lens.data(), p.block_tables = tables.data();
+  p.sinks = pr.sinks ? sinks.data() : nullptr, p.alibi = pr.alibi ? alibi.data() : nullptr;
+  p.qq_bias = pr.qq ? qq.data() : nullptr, p.qq_n = 2;
+  std::vector<u16> out(q.size(), 0xffff);
+  std::vector<float> lse(size_t(T * pr.hq), NAN);
+  p.out = out.data(), p.lse = lse.data();
+  p.tokens = T, p.seqs = S, p.q_heads = pr.hq, p.kv_heads = pr.hkv, p.head_dim = D;
+  p.num_pages = np, p.page_size = pr.ps, p.max_pages = mb;
+  p.q_st = pr.hq * D, p.q_sh = D, p.o_st = pr.hq * D, p.o_sh = D, p.lse_st = pr.hq, p.lse_sh = 1;
+  p.k_sp = p.v_sp = pr.ps * pr.hkv * D, p.k_ss = p.v_ss = pr.hkv * D, p.k_sh = p.v_sh = D, p.bt_ss = mb;
+  p.scale = 1.0f / std::sqrt(float(D)), p.softcap = pr.softcap, p.window = pr.window, p.vec = 1;
+  const long head_groups = (group + kPageMaxGroup - 1) / kPageMaxGroup;
+  // Block (s, g, hg): sequence s's last query token (its others are not checked here).
+  launch_blocks<D>(S * pr.hkv * head_groups, [&](long b) {
+    const long s = b / (pr.hkv * head_groups), g = b / head_groups % pr.hkv, hg = b % head_groups;
+    const long h0 = g * group + hg * kPageMaxGroup;
+    ragged_decode_tc<Cfg<D, E>>(p, s, pr.n_q, pr.n_q - 1, s * pr.n_q + pr.n_q - 1, g, h0,
+                                int(std::min<long>(kPageMaxGroup, group - hg * kPageMaxGroup)));
+  });
+
+  Errors e;
+  double num = 0, den = 0, lse_err = 0;
+  auto f = [](u16 x) { return double(to_f32<E>(x)); };
+  for (long s = 0; s < S; ++s)
+    for (long h = 0; h < pr.hq; ++h) {
+      const long t = s * pr.n_q + pr.n_q - 1, g = h / group, qi = pr.n_q - 1;
+      const long n_kv = std::min<long>(lens[size_t(s)], mb * pr.ps), pos = n_kv - pr.n_q + qi, ctx = n_kv - pr.n_q;
+      const long end = std::min(pos + 1, n_kv), begin = pr.window > 0 ? std::max<long>(pos - pr.window + 1, 0) : 0;
+      auto at = [&](long j) { return ((tables[size_t(s * mb + j / pr.ps)] * pr.ps + j % pr.ps) * pr.hkv + g) * D; };
+      std::vector<double> x(size_t(std::max<long>(end, 1)), 0.0), ref(D, 0.0);
+      double mx = pr.sinks ? sinks[size_t(h)] : -INFINITY, sum = 0;
+      for (long j = begin; j < end; ++j) {
+        double d = 0;
+        for (int c = 0; c < D; ++c) d += f(q[size_t((t * pr.hq + h) * D + c)]) * f(kc[size_t(at(j) + c)]);
+        d *= p.scale;
+        if (pr.alibi) d += alibi[size_t(h)] * double(j - ctx);
+        if (pr.qq && j - ctx >= 0 && j - ctx < 2 && qi < 2) d += qq[size_t(qi * 2 + j - ctx)];
+        if (pr.softcap > 0) d = pr.softcap * std::tanh(d / pr.softcap);
+        x[size_t(j)] = d, mx = std::max(mx, d);
+      }
+      for (long j = begin; j < end; ++j) sum += std::exp(x[size_t(j)] - mx);
+      const double total = sum + (pr.sinks ? std::exp(sinks[size_t(h)] - mx) : 0.0);
+      for (long j = begin; j < end; ++j)
+        for (int c = 0; c < D; ++c) ref[c] += std::exp(x[size_t(j)] - mx) / total * f(vc[size_t(at(j) + c)]);
+      const double want_lse = total > 0 ? mx + std::log(total) : -INFINITY, got_lse = lse[size_t(t * pr.hq + h)];
+      e.finite = e.finite && (std::isfinite(got_lse) || (got_lse == -INFINITY && want_lse == -INFINITY));
+      if (std::isfinite(want_lse)) lse_err = std::max(lse_err, std::abs(got_lse - want_lse));
+      for (int c = 0; c < D; ++c) {
+        const double got = f(out[size_t((t * pr.hq + h) * D + c)]);
+        e.finite = e.finite && std::isfinite(got);
+        if (end <= begin) e.empty_zero = e.empty_zero && got == 0.0;
+        num += (got - ref[c]) * (got - ref[c]), den += ref[c] * ref[c];
+      }
+    }
+  e.rel = std::sqrt(num / den);
+  std::printf("ragged D %d %s hq %ld hkv %ld ps %ld n_q %ld window %ld softcap %g alibi %d sinks %d qq %d: rel-L2 %.3e, "
+              "lse max err %.2e\n",
+              D, E == Elem::bf16 ? "bf16" : "f16", pr.hq, pr.hkv, pr.ps, pr.n_q, pr.window, pr.softcap, pr.alibi,
+              pr.sinks, pr.qq, e.rel, lse_err);
+  CHECK(lse_err <= 1e-2);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("the ragged family's one-token blocks on the tensor-core decode match a float64 softmax", "[page][decode]") {
+  RaggedProblem p;  // decode, GQA 4, sinks and ALiBi
+  p.sinks = true, p.alibi = true;
+  check(run_ragged<128, Elem::bf16>(p, 11));
+  p = RaggedProblem{};  // the last token of 3-token prefills: causal, a window, qq_bias, a softcap
+  p.hq = 6, p.hkv = 1, p.ps = 64, p.contexts = {300, 3, 90}, p.n_q = 3, p.window = 70, p.qq = true, p.softcap = 20;
+  check(run_ragged<64, Elem::f16>(p, 12));
+  p = RaggedProblem{};  // GQA 1 and a context 0 decode row with a sink (its output 0, lse the sink)
+  p.hq = 2, p.hkv = 2, p.ps = 16, p.contexts = {0, 17}, p.sinks = true;
+  check(run_ragged<64, Elem::bf16>(p, 13));
 }
