@@ -73,4 +73,11 @@ EJK_HD constexpr i64 page_smem_bytes(i64 d, i64 esize) {
   return kPageTile * (2 * row + chunk) * esize + (kPageMaxGroup * row + 2 * kPageMaxGroup * kPageTile + 3 * kPageMaxGroup) * 4;
 }
 
+// The tensor-core decode (cuda/page_decode_tc.cuh): 16-bit elements, D a multiple of 16 up to
+// 256, and 16-byte chunk loads allowed (vec); else the kernel above. Its K and V stages in
+// flight, and its shared memory: the padded query tile and the stages' rows, padded by 8.
+constexpr int kPageTcStages = 3;
+EJK_HD constexpr bool page_uses_tc(i64 d, i64 esize, bool vec) { return esize == 2 && d % 16 == 0 && d <= 256 && vec; }
+EJK_HD constexpr i64 page_tc_smem_bytes(i64 d) { return (kPageMaxGroup + 2 * kPageTcStages * kPageTile) * (d + 8) * 2; }
+
 }  // namespace ejk

@@ -14,6 +14,7 @@
 // page_combine merges them.
 #pragma once
 #include "ejk/kernels/common/page_attention_params.h"
+#include "ejk/kernels/cuda/page_decode_tc.cuh"
 #include "ejk/kernels/cuda/ptx.cuh"
 
 namespace ejk::cuda {
@@ -230,6 +231,19 @@ __device__ __forceinline__ void page_attention(const PageAttentionParams& p) {
       page_store_chunk<Cfg>(static_cast<St*>(p.out) + s * p.o_ss + head * p.o_sh, acc[it], inv, c);
     }
   }
+}
+
+// A variant's entry: the tensor-core decode where page_uses_tc holds (the host sizes the shared
+// memory by the same test), else the kernel above.
+template <class Cfg>
+__device__ __forceinline__ void page_attention_entry(const PageAttentionParams& p) {
+  if constexpr (Cfg::E != Elem::f32 && Cfg::kD % 16 == 0 && Cfg::kD <= 256) {
+    if (p.vec != 0) {
+      page_decode_tc<Cfg>(p);
+      return;
+    }
+  }
+  page_attention<Cfg>(p);
 }
 
 // Merges the splits of every (sequence, head) row into out: a warp per row, lanes over D, by

@@ -14,10 +14,12 @@
 //            then the online softmax in f32;
 //   values:  thread items (row, 16-byte chunk of D) accumulate sum_i p_i v_i in registers.
 // Zero-fill blocks write 0 to the tokens outside [query_start[0], query_start[active]). The
-// log-sum-exp, when asked, is one thread's per row after the last tile.
+// log-sum-exp, when asked, is one thread's per row after the last tile. Blocks of one token
+// (decode rows) take ragged_decode_tc.cuh's tensor-core path where page_uses_tc holds.
 #pragma once
 #include "ejk/kernels/common/ragged_page_params.h"
 #include "ejk/kernels/cuda/page_attention.cuh"
+#include "ejk/kernels/cuda/ragged_decode_tc.cuh"
 
 namespace ejk::cuda {
 
@@ -206,6 +208,10 @@ __device__ __forceinline__ void ragged_page_attention(const RaggedPageParams& p)
   if (i64(blockIdx.x) >= p.q_blocks) return ragged_zero_fill<Cfg>(p, i64(blockIdx.x) - p.q_blocks);
   const RaggedBlock b = ragged_block(p, blockIdx.x);
   if (b.ntok == 0) return;
+  if constexpr (Cfg::E != Elem::f32 && Cfg::kD % 16 == 0 && Cfg::kD <= 256) {
+    if (p.vec != 0 && b.ntok == 1)  // one token's rows: the tensor-core decode (page_uses_tc)
+      return ragged_decode_tc<Cfg>(p, b.seq, b.n_q, b.qi0, b.tok, b.g, b.h0, int(b.nh));
+  }
   extern __shared__ __align__(16) unsigned char smem[];
   const RaggedSmem<Cfg> sm(smem);
   const int tid = threadIdx.x, rows = int(b.ntok * b.nh);

@@ -135,8 +135,9 @@ engine::OpDef::Workspace PageAttentionOp::cuda_workspace(const engine::Bound&, c
 #endif
 
 int64_t PageAttentionOp::cuda_dynamic_smem(const VariantKey& key) const {
-  const std::string& dtype = key.get_enum("dtype");
-  return page_smem_bytes(key.get_int("head_dim"), dtype == "f32" ? 4 : 2);
+  // The larger of the two kernels a variant's entry may run (page_uses_tc decides per call).
+  const int64_t d = key.get_int("head_dim"), esize = key.get_enum("dtype") == "f32" ? 4 : 2;
+  return std::max(page_smem_bytes(d, esize), page_uses_tc(d, esize, true) ? page_tc_smem_bytes(d) : 0);
 }
 
 const PageAttentionOp& page_attention_op() {

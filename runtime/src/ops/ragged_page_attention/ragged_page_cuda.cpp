@@ -1,11 +1,13 @@
 // The ragged paged attention family's CUDA launch, with the CUDA build: the block geometry
-// (ragged_page_params.h), 16-byte chunk loads where the caches allow, and one launch of
+// (ragged_page_params.h), 16-byte chunk loads where the caches allow (and with them, for 16-bit
+// D a multiple of 16, the one-token blocks' tensor-core decode), and one launch of
 // query blocks plus, where the query starts are the caller's, the zero-fill blocks.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "ejk/core/error.h"
+#include "ejk/kernels/common/page_attention_params.h"
 #include "engine/call.h"
 #include "engine/cuda_exec.h"
 #include "ops/ragged_page_attention/ragged_page_op.h"
@@ -34,8 +36,10 @@ void RaggedPageFamilyOp::cuda_launch(const engine::Bound& b, const engine::PlanD
   p.vec = engine::chunks16_allowed(p.head_dim, esize, {p.k, p.v}, {p.k_sp, p.k_ss, p.k_sh, p.v_sp, p.v_ss, p.v_sh})
               ? 1 : 0;
   void* args[] = {&p};  // copied at the launch
-  lc.launch(0, engine::Grid{unsigned(blocks), unsigned(rows), 1}, kRaggedThreads,
-            unsigned(ragged_smem_bytes(p.head_dim, esize)), args);
+  // One-token blocks run the tensor-core decode where page_uses_tc holds: the larger of the two.
+  const int64_t smem = std::max(ragged_smem_bytes(p.head_dim, esize),
+                                page_uses_tc(p.head_dim, esize, p.vec != 0) ? page_tc_smem_bytes(p.head_dim) : 0);
+  lc.launch(0, engine::Grid{unsigned(blocks), unsigned(rows), 1}, kRaggedThreads, unsigned(smem), args);
 }
 
 }  // namespace ejk::ops

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "ejk/core/error.h"
+#include "ejk/kernels/common/page_attention_params.h"
 #include "engine/call.h"
 #include "registry.h"
 
@@ -30,7 +31,9 @@ void RaggedPageFamilyOp::cuda_launch(const engine::Bound&, const engine::PlanDat
 #endif
 
 int64_t RaggedPageFamilyOp::cuda_dynamic_smem(const VariantKey& key) const {
-  return ragged_smem_bytes(key.get_int("head_dim"), key.get_enum("dtype") == "f32" ? 4 : 2);
+  // The larger of the two paths a block may take (page_uses_tc decides per call).
+  const int64_t d = key.get_int("head_dim"), esize = key.get_enum("dtype") == "f32" ? 4 : 2;
+  return std::max(ragged_smem_bytes(d, esize), page_uses_tc(d, esize, true) ? page_tc_smem_bytes(d) : 0);
 }
 
 void RaggedPageFamilyOp::set_logits(RaggedPageParams& p, const engine::Bound& b) const {

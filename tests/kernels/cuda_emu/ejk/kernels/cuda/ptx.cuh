@@ -4,7 +4,7 @@
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
 // its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
 // delta_chunk.cuh, linear_chunk.cuh, flash_mask_tiles.cuh, the flash forward's tile pieces
-// (flash_fwd_tile.cuh) and grouped_matmul_tc.cuh use.
+// (flash_fwd_tile.cuh), grouped_matmul_tc.cuh, nsa_fwd.cuh and page_decode_tc.cuh use.
 #pragma once
 #include <atomic>
 #include <barrier>
