@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "blocksparse_problem.h"
+#include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "ejk/op.h"
 
@@ -95,7 +96,8 @@ TEST_CASE("the CUDA forward matches the float64 reference", "[nsa][cuda]") {
     const auto refs = reference("nsa_selection_attention", cpu);
     CHECK(rel_l2(values_of(out), ref_of(refs, "out")) <= 1e-2);
     CHECK(rel_l2(values_of(lse), ref_of(refs, "lse")) <= 1e-2);
-    // The CPU backward from the GPU forward's outputs.
+    // The CPU backward from the GPU forward's outputs (its f16 keys are JIT-only).
+    if (p.dtype == DType::f16 && !cpu_jit_available()) continue;
     Tensor d_out = random_tensor(out.shape(), p.dtype, rng);
     Args bwd = cpu;
     bwd.set("out", out.view()).set("lse", lse.view()).set("d_out", d_out.view());
