@@ -7,23 +7,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "ejk/kernels/cuda/delta_chunk.cuh"
 
-thread_local Dim3 threadIdx, blockIdx;
 namespace ejk::cuda {
 alignas(16) unsigned char dc_smem[256 * 1024];
 }
-namespace emu {
-unsigned char* smem_base = ejk::cuda::dc_smem;
-std::barrier<>* block_bar;
-std::barrier<>* warp_bar[8];
-unsigned slots[8][32][8];
-}  // namespace emu
 
 using namespace ejk;
 using namespace ejk::cuda;
@@ -37,21 +28,8 @@ template <int K_, int V_, Elem E_> struct Cfg {
 
 // Blocks one after another, each as kDeltaThreads threads over shared memory poisoned first.
 template <class C> void launch(const DeltaParams& p, long blocks) {
-  for (long b = 0; b < blocks; ++b) {
-    std::barrier<> block(kDeltaThreads);
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    for (int w = 0; w < kDeltaWarps; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
-    for (int w = 0; w < kDeltaWarps; ++w) emu::warp_bar[w] = warps[size_t(w)].get();
-    emu::block_bar = &block;
-    std::memset(dc_smem, 0x7f, sizeof(dc_smem));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < kDeltaThreads; ++t)
-      threads.emplace_back([&, t] {
-        threadIdx.x = t, blockIdx.x = unsigned(b);
-        delta_chunk_fwd<C>(p);
-      });
-    for (auto& t : threads) t.join();
-  }
+  emu::use_smem(dc_smem, sizeof(dc_smem));
+  for (long b = 0; b < blocks; ++b) emu::run_block(kDeltaThreads, {unsigned(b)}, [&] { delta_chunk_fwd<C>(p); });
 }
 
 struct Problem {

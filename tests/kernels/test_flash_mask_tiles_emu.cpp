@@ -15,13 +15,6 @@
 #include "ejk/kernels/cuda/flash_dense_mask.cuh"
 #include "ejk/kernels/cuda/flash_mask_tiles.cuh"
 
-thread_local Dim3 threadIdx, blockIdx;
-namespace emu {
-unsigned char* smem_base = nullptr;
-std::barrier<>* block_bar;
-std::barrier<>* warp_bar[8];
-unsigned slots[8][32][8];
-}  // namespace emu
 
 using namespace ejk;
 using namespace ejk::cuda;
@@ -42,18 +35,9 @@ std::vector<u8> run_kernel(const FlashFwdParams& p, i64 bq, i64 bk) {
   std::vector<u8> out(size_t(tiles), 0xee);
   t.tiles = out.data();
   gridDim = {7, unsigned((tiles + 6) / 7), 1};
+  emu::use_smem(nullptr, 0);
   for (unsigned y = 0; y < gridDim.y; ++y)
-    for (unsigned x = 0; x < gridDim.x; ++x) {
-      std::barrier<> block(kMaskTilesThreads);
-      emu::block_bar = &block;
-      std::vector<std::thread> threads;
-      for (unsigned i = 0; i < kMaskTilesThreads; ++i)
-        threads.emplace_back([&, i] {
-          threadIdx.x = i, blockIdx.x = x, blockIdx.y = y;
-          flash_mask_tiles(t);
-        });
-      for (auto& th : threads) th.join();
-    }
+    for (unsigned x = 0; x < gridDim.x; ++x) emu::run_block(kMaskTilesThreads, {x, y}, [&] { flash_mask_tiles(t); });
   return out;
 }
 

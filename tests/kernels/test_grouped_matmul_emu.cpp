@@ -9,23 +9,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "ejk/kernels/cuda/grouped_matmul_tc.cuh"
 
-thread_local Dim3 threadIdx, blockIdx;
 namespace ejk::cuda {
 alignas(16) unsigned char gmm_smem[gmm_tc_smem_bytes(true)];
 }
-namespace emu {
-unsigned char* smem_base = ejk::cuda::gmm_smem;
-std::barrier<>* block_bar;
-std::barrier<>* warp_bar[8];
-unsigned slots[8][32][8];
-}  // namespace emu
 
 using namespace ejk;
 using namespace ejk::cuda;
@@ -34,22 +25,9 @@ namespace {
 
 // Blocks one after another, each as kGmmTcThreads threads over shared memory poisoned first.
 template <Elem E, bool kBackward> void launch(const GroupedMatmulParams& p, long blocks) {
-  static_assert(kGmmTcThreads == 8 * 32, "the stand-in has barriers for 8 warps");
-  for (long b = 0; b < blocks; ++b) {
-    std::barrier<> block(kGmmTcThreads);
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    for (int w = 0; w < 8; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
-    for (int w = 0; w < 8; ++w) emu::warp_bar[w] = warps[size_t(w)].get();
-    emu::block_bar = &block;
-    std::memset(gmm_smem, 0x7f, sizeof(gmm_smem));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < kGmmTcThreads; ++t)
-      threads.emplace_back([&, t] {
-        threadIdx.x = t, blockIdx.x = unsigned(b);
-        gmm_tc<E, kBackward>(p);
-      });
-    for (auto& t : threads) t.join();
-  }
+  static_assert(kGmmTcThreads <= 8 * 32, "the stand-in has barriers for 8 warps");
+  emu::use_smem(gmm_smem, sizeof(gmm_smem));
+  for (long b = 0; b < blocks; ++b) emu::run_block(kGmmTcThreads, {unsigned(b)}, [&] { gmm_tc<E, kBackward>(p); });
 }
 
 struct Problem {

@@ -8,24 +8,15 @@
 
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "ejk/kernels/cuda/recurrent_chunk.cuh"
 #include "ejk/kernels/cuda/ssm2_chunk.cuh"
 
-thread_local Dim3 threadIdx, blockIdx;
 namespace ejk::cuda {
 alignas(16) unsigned char linear_chunk_smem[128 * 1024];
 }
-namespace emu {
-unsigned char* smem_base = ejk::cuda::linear_chunk_smem;
-std::barrier<>* block_bar;
-std::barrier<>* warp_bar[8];
-unsigned slots[8][32][8];
-}  // namespace emu
 
 using namespace ejk;
 using namespace ejk::cuda;
@@ -34,22 +25,8 @@ namespace {
 
 // Blocks one after another, each as kLinearChunkThreads threads over shared memory poisoned first.
 template <class F> void launch(long blocks, F body) {
-  constexpr int warps = kLinearChunkThreads / 32;
-  for (long b = 0; b < blocks; ++b) {
-    std::barrier<> block(kLinearChunkThreads);
-    std::vector<std::unique_ptr<std::barrier<>>> wb;
-    for (int w = 0; w < warps; ++w) wb.push_back(std::make_unique<std::barrier<>>(32));
-    for (int w = 0; w < warps; ++w) emu::warp_bar[w] = wb[size_t(w)].get();
-    emu::block_bar = &block;
-    std::memset(linear_chunk_smem, 0x7f, sizeof(linear_chunk_smem));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < kLinearChunkThreads; ++t)
-      threads.emplace_back([&, t] {
-        threadIdx.x = t, blockIdx.x = unsigned(b);
-        body();
-      });
-    for (auto& t : threads) t.join();
-  }
+  emu::use_smem(linear_chunk_smem, sizeof(linear_chunk_smem));
+  for (long b = 0; b < blocks; ++b) emu::run_block(kLinearChunkThreads, {unsigned(b)}, body);
 }
 
 template <Elem E> u16 bits(float x) { return E == Elem::bf16 ? bf16_bits(x) : f16_bits(x); }

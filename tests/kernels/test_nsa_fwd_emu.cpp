@@ -8,23 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "ejk/kernels/cuda/nsa_fwd.cuh"
 
-thread_local Dim3 threadIdx, blockIdx;
 namespace ejk::cuda {
 alignas(16) unsigned char nsa_smem[64 * 1024];
 }
-namespace emu {
-unsigned char* smem_base = ejk::cuda::nsa_smem;
-std::barrier<>* block_bar;
-std::barrier<>* warp_bar[8];
-unsigned slots[8][32][8];
-}  // namespace emu
 
 using namespace ejk;
 using namespace ejk::cuda;
@@ -32,18 +23,8 @@ using namespace ejk::cuda;
 namespace {
 
 template <Elem E, int D> void launch(const NsaParams& p, long blocks) {
-  for (long blk = 0; blk < blocks; ++blk) {
-    std::barrier<> block(kNsaWarpThreads), warp(32);
-    emu::block_bar = &block, emu::warp_bar[0] = &warp;
-    std::memset(nsa_smem, 0x7f, sizeof(nsa_smem));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < unsigned(kNsaWarpThreads); ++t)
-      threads.emplace_back([&, t] {
-        threadIdx.x = t, blockIdx.x = unsigned(blk);
-        nsa_fwd<E, D>(p);
-      });
-    for (auto& t : threads) t.join();
-  }
+  emu::use_smem(nsa_smem, sizeof(nsa_smem));
+  for (long blk = 0; blk < blocks; ++blk) emu::run_block(kNsaWarpThreads, {unsigned(blk)}, [&] { nsa_fwd<E, D>(p); });
 }
 
 struct Problem {

@@ -11,25 +11,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <numeric>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "ejk/kernels/cuda/page_decode_tc.cuh"
 #include "ejk/kernels/cuda/ragged_decode_tc.cuh"
 
-thread_local Dim3 threadIdx, blockIdx;
 namespace ejk::cuda {
 alignas(16) unsigned char page_tc_smem[232 * 1024];
 }
-namespace emu {
-unsigned char* smem_base = ejk::cuda::page_tc_smem;
-std::barrier<>* block_bar;
-std::barrier<>* warp_bar[8];
-unsigned slots[8][32][8];
-}  // namespace emu
 
 using namespace ejk;
 using namespace ejk::cuda;
@@ -44,23 +35,9 @@ template <int D_, Elem E_> struct Cfg {
 // Blocks one after another, each as kPageThreads threads over shared memory poisoned first;
 // body(b) is block b's code.
 template <int D, class Body> void launch_blocks(long blocks, const Body& body) {
-  constexpr int kWarps = kPageThreads / 32;
   REQUIRE(size_t(page_tc_smem_bytes(D)) <= sizeof(page_tc_smem));
-  for (long b = 0; b < blocks; ++b) {
-    std::barrier<> block(kPageThreads);
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    for (int w = 0; w < kWarps; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
-    for (int w = 0; w < kWarps; ++w) emu::warp_bar[w] = warps[size_t(w)].get();
-    emu::block_bar = &block;
-    std::memset(page_tc_smem, 0x7f, sizeof(page_tc_smem));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < unsigned(kPageThreads); ++t)
-      threads.emplace_back([&, t] {
-        threadIdx.x = t, blockIdx.x = unsigned(b);
-        body(b);
-      });
-    for (auto& t : threads) t.join();
-  }
+  emu::use_smem(page_tc_smem, sizeof(page_tc_smem));
+  for (long b = 0; b < blocks; ++b) emu::run_block(kPageThreads, {unsigned(b)}, [&] { body(b); });
 }
 
 template <class C> void launch(const PageAttentionParams& p, long blocks) {

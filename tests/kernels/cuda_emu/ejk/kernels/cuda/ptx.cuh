@@ -6,10 +6,15 @@
 // delta_chunk.cuh, linear_chunk.cuh, flash_mask_tiles.cuh, the flash forward's tile pieces
 // (flash_fwd_tile.cuh), grouped_matmul_tc.cuh, nsa_fwd.cuh and page_decode_tc.cuh use.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
 #include "ejk/kernels/common/base.h"
 #define __device__
 #define __forceinline__ inline
@@ -19,7 +24,7 @@
 #define __launch_bounds__(n)
 #define __grid_constant__
 struct Dim3 { unsigned x, y = 0, z = 0; };
-extern thread_local Dim3 threadIdx, blockIdx;
+inline thread_local Dim3 threadIdx, blockIdx;
 inline Dim3 gridDim{1, 1, 1};  // set by a test before its threads start
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
@@ -28,10 +33,11 @@ struct alignas(8) float2 { float x, y; };
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
 namespace emu {
-extern unsigned char* smem_base;
-extern std::barrier<>* block_bar;
-extern std::barrier<>* warp_bar[8];
-extern unsigned slots[8][32][8];
+inline unsigned char* smem_base;  // the kernel's shared memory (a test's buffer), or none
+inline size_t smem_bytes;
+inline std::barrier<>* block_bar;
+inline std::barrier<>* warp_bar[8];
+inline unsigned slots[8][32][8];
 }  // namespace emu
 inline void __syncthreads() { emu::block_bar->arrive_and_wait(); }
 namespace emu {
@@ -159,3 +165,28 @@ template <Elem E> inline void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0
   }
 }
 }  // namespace ejk::cuda
+
+namespace emu {
+// The test's buffer as the kernels' shared memory.
+inline void use_smem(void* base, size_t bytes) { smem_base = static_cast<unsigned char*>(base), smem_bytes = bytes; }
+
+// Block `at` of a launch as `threads` std::threads (a barrier per warp of 32), its shared memory
+// poisoned first; each thread sets threadIdx and blockIdx, then runs body().
+template <class Body> void run_block(unsigned threads, Dim3 at, const Body& body) {
+  std::barrier<> block(threads);
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  for (unsigned w = 0; w < (threads + 31) / 32; ++w) {
+    warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
+    warp_bar[w] = warps.back().get();
+  }
+  block_bar = &block;
+  if (smem_base != nullptr) std::memset(smem_base, 0x7f, smem_bytes);
+  std::vector<std::thread> team;
+  for (unsigned t = 0; t < threads; ++t)
+    team.emplace_back([&, t] {
+      threadIdx.x = t, blockIdx = at;
+      body();
+    });
+  for (auto& t : team) t.join();
+}
+}  // namespace emu
