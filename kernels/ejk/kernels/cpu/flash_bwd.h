@@ -12,6 +12,7 @@
 #include "ejk/kernels/common/flash_bwd_params.h"
 #include "ejk/kernels/cpu/math.h"
 #include "ejk/kernels/cpu/types.h"
+#include "ejk/kernels/cpu/vec.h"
 
 namespace ejk::cpu {
 
@@ -23,15 +24,6 @@ struct FlashBwdConfig {
 };
 
 namespace bwd {
-
-template <int D> EJK_HD float dot(const float* a, const float* b) {
-  vf acc = splat<vf>(0.0f);
-  int d = 0;
-  for (; d + kVecWidth <= D; d += kVecWidth) acc += vload(a + d) * vload(b + d);
-  float s = reduce_add(acc);
-  for (; d < D; ++d) s += a[d] * b[d];
-  return s;
-}
 
 // y += a * x
 template <int D> EJK_HD void axpy(float* y, float a, const float* x) {
@@ -89,7 +81,7 @@ EJK_HD bool load_query(const FlashBwdParams& p, const Seq& s, i64 h, i64 i, Quer
   load_row<E, D>(f.q, at(s, s.q_row0, i, h, f.q_stride_b, f.q_stride_s, f.q_stride_h), r.q);
   load_row<E, D>(p.d_out, at(s, s.q_row0, i, h, p.do_stride_b, p.do_stride_s, p.do_stride_h), r.d_out);
   load_row<E, D>(f.out, at(s, s.q_row0, i, h, f.o_stride_b, f.o_stride_s, f.o_stride_h), scratch);
-  r.delta = dot<D>(r.d_out, scratch) - (p.d_lse ? p.d_lse[lse_at] : 0.0f);
+  r.delta = row_dot<D>(r.d_out, scratch) - (p.d_lse ? p.d_lse[lse_at] : 0.0f);
   r.segment = Cfg::flags.segments ? f.q_segment_ids[s.b * f.q_seg_stride_b + i] : 0;
   return true;
 }
@@ -109,17 +101,17 @@ EJK_HD bool pair_grad(const FlashBwdParams& p, const QueryRow<Cfg>& r, const Seq
     bias = to_f32<Cfg::elem>(static_cast<const Elem<Cfg::elem>*>(
         f.bias)[s.b * f.bias_stride_b + h * f.bias_stride_h + i * f.bias_stride_q + j]);
   const float inv_cap = F.softcap ? 1.0f / f.softcap : 0.0f;
-  const float x = transform_logit<F.bias, F.softcap>(f.scale * dot<D>(r.q, k_row), bias, f.softcap, inv_cap,
+  const float x = transform_logit<F.bias, F.softcap>(f.scale * row_dot<D>(r.q, k_row), bias, f.softcap, inv_cap,
                                                      FastTanh{});
   prob = exp_approx(prob_exponent(x, r.lse));
   float ds;
   if constexpr (F.dropout) {
     // The dropped weight feeds dv; dP is masked and scaled (flash_bwd_params.h).
     const float z = dropout_factor(flash_dropout(p), s.b, h, i, j);
-    ds = prob * (z * dot<D>(r.d_out, v_row) - r.delta);
+    ds = prob * (z * row_dot<D>(r.d_out, v_row) - r.delta);
     prob *= z;
   } else {
-    ds = prob * (dot<D>(r.d_out, v_row) - r.delta);
+    ds = prob * (row_dot<D>(r.d_out, v_row) - r.delta);
   }
   if constexpr (F.softcap) {
     const float t = x * inv_cap;  // x is the capped logit cap * tanh(pre / cap)

@@ -18,15 +18,6 @@
 namespace ejk::cpu {
 namespace nsa {
 
-template <int D> EJK_HD float dot(const float* a, const float* b) {
-  vf acc = splat<vf>(0.0f);
-  int d = 0;
-  for (; d + kVecWidth <= D; d += kVecWidth) acc += vload(a + d) * vload(b + d);
-  float s = reduce_add(acc);
-  for (; d < D; ++d) s += a[d] * b[d];
-  return s;
-}
-
 template <ElemKind K, int D> EJK_HD void load(const void* base, i64 at, float* dst) {
   convert_row<K>(static_cast<const Elem<K>*>(base) + at, dst, D);
 }
@@ -198,7 +189,7 @@ template <class Cfg> EJK_HD bool load_grad_row(const NsaParams& p, i64 b, i64 t,
   load<E, D>(p.q, b * p.q_stride_b + t * p.q_stride_t + h * p.q_stride_h, g.q);
   load<E, D>(p.d_out, b * p.do_stride_b + t * p.do_stride_t + h * p.do_stride_h, g.d_out);
   load<E, D>(p.out, b * p.o_stride_b + t * p.o_stride_t + h * p.o_stride_h, scratch);
-  g.delta = dot<D>(g.d_out, scratch);
+  g.delta = row_dot<D>(g.d_out, scratch);
   if (p.d_lse) g.delta -= p.d_lse[b * p.dl_stride_b + t * p.dl_stride_t + h * p.dl_stride_h];
   return true;
 }

@@ -74,4 +74,14 @@ EJK_HD float reduce_add(vf v) {
   return v[0];
 }
 
+// a . b over D floats: vectors, then the scalar tail.
+template <int D> EJK_HD float row_dot(const float* a, const float* b) {
+  vf acc = splat<vf>(0.0f);
+  int d = 0;
+  for (; d + kVecWidth <= D; d += kVecWidth) acc += vload(a + d) * vload(b + d);
+  float s = reduce_add(acc);
+  for (; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
 }  // namespace ejk::cpu
