@@ -97,6 +97,13 @@ def device_s(f, args, n, batches=5):
     return statistics.median(per)
 
 
+def copy_gbs(n=10):
+    """The device's copy bandwidth (read + write) in GB/s: Tensor.copy_ of 2 GiB, device_s."""
+    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / device_s(lambda: dst.copy_(src), (), n) / 1e9
+
+
 def host_us(f, args, n=20, rounds=21):
     """Host microseconds per call: n calls without waiting, then a sync; median over rounds."""
     per = []

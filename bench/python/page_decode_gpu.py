@@ -3,46 +3,19 @@ CUDA graph of 20 calls (no host launch cost in the number), against the copy ban
 `copy_` of 2 GiB; a graph's copy is a memcpy node on the copy engines, slower) and torch SDPA
 (cuDNN first) on the same K/V stored contiguously. Rows: the docs/perf.md "Paged decode" table.
 
-  python3 bench/python/page_decode_gpu.py BUILD/runtime/libejk.so
+  PYTHONPATH=python:bench/python EJK_LIBRARY_DIR=BUILD/runtime python3 bench/python/page_decode_gpu.py
 """
 import ctypes
 import math
-import sys
 
 import torch
 import torch.nn.functional as F
 
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("device_kind", ctypes.c_int32),
-                ("device_index", ctypes.c_int32), ("rank", ctypes.c_int32),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+from bench_torch import copy_gbs
+from ejk import _lib
 
 
-class Arg(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int32), ("tensor", ctypes.POINTER(Tensor)),
-                ("ints", ctypes.c_int64 * 2), ("real", ctypes.c_double)]
-
-
-class Context(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("backend", ctypes.c_int32), ("stream", ctypes.c_void_p),
-                ("cpu_parallel_for", ctypes.c_void_p), ("cpu_pool", ctypes.c_void_p)]
-
-
-CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.int32: 4}
-lib = ctypes.CDLL(sys.argv[1])
-lib.ejk_run.restype = ctypes.c_int
-lib.ejk_last_error.restype = ctypes.c_char_p
-keep = []
-
-
-def describe(t):
-    shape = (ctypes.c_int64 * t.dim())(*t.shape)
-    strides = (ctypes.c_int64 * t.dim())(*t.stride())
-    keep.extend([shape, strides])
-    x = Tensor(t.data_ptr(), CODES[t.dtype], 1, 0, t.dim(), shape, strides)
-    keep.append(x)
-    return x
+lib = _lib.libejk()
 
 
 def timed(fn, stream, calls=20, reps=5):
@@ -74,19 +47,6 @@ def timed(fn, stream, calls=20, reps=5):
     return ts[len(ts) // 2], how
 
 
-def copy_bw():
-    """Eager copy_ of 2 GiB (read + write), median of 20 (the SM copy kernel, as perf.md's)."""
-    x = torch.randn(2**30, device="cuda", dtype=torch.bfloat16); y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    ts = []
-    for _ in range(20):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); y.copy_(x); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-    ts.sort()
-    return 2 * x.numel() * 2 / ts[len(ts) // 2] / 1e6
-
-
 def row(S, hq, hkv, D, bs, ctx, splits=None, full=True, sdpa=True):
     torch.manual_seed(0)
     mb = -(-ctx // bs)
@@ -105,17 +65,18 @@ def row(S, hq, hkv, D, bs, ctx, splits=None, full=True, sdpa=True):
     # call may run (and write out, possibly over a freed temporary still being read) before it.
     torch.cuda.synchronize()
     names = dict(query=q, key_cache=kc, value_cache=vc, context_lens=lens, block_tables=tables, out=out)
-    args = [Arg(n.encode(), 0, ctypes.pointer(describe(t)), (ctypes.c_int64 * 2)(0, 0), 0.0) for n, t in names.items()]
+    args = _lib.ArgList()
+    for n, t in names.items():
+        args.tensor(n, tuple(t.shape), str(t.dtype).removeprefix("torch."), t.data_ptr(), _lib.DEVICE_CUDA,
+                    t.device.index)
     if splits is not None:
-        args.append(Arg(b"num_splits", 2, None, (ctypes.c_int64 * 2)(splits, 0), 0.0))
-    arr = (Arg * len(args))(*args)
+        args.scalar("num_splits", _lib.ARG_INT, splits)
+    arr, n_args = args.array()
     stream = torch.cuda.Stream()
-    ctxs = Context(ctypes.sizeof(Context), 2, ctypes.c_void_p(stream.cuda_stream), None, None)
+    ctxs = _lib.Context(ctypes.sizeof(_lib.Context), _lib.BACKEND_CUDA, stream.cuda_stream, None, None)
 
     def call():
-        rc = lib.ejk_run(b"page_attention", arr, len(args), ctypes.byref(ctxs))
-        if rc != 0:
-            raise RuntimeError(lib.ejk_last_error().decode())
+        _lib.raise_for(lib.ejk_run(b"page_attention", arr, n_args, ctypes.byref(ctxs)), lib)
 
     ms, how = timed(call, stream)
     positions = lens.long().sum().item()
@@ -162,8 +123,8 @@ def row(S, hq, hkv, D, bs, ctx, splits=None, full=True, sdpa=True):
     return res
 
 
-bw = copy_bw()
-print(f"copy_ bandwidth (read + write, 2 GiB bf16, eager, median of 20): {bw:.0f} GB/s", flush=True)
+bw = copy_gbs()
+print(f"copy_ bandwidth (read + write, 2 GiB, eager, bench_torch.copy_gbs): {bw:.0f} GB/s", flush=True)
 rows = [
     (8, 8, 8, 128, 16, 4096), (8, 32, 8, 128, 16, 4096), (8, 48, 8, 128, 16, 4096), (8, 64, 8, 128, 16, 4096),
     (8, 8, 8, 128, 64, 4096), (8, 32, 8, 128, 64, 4096), (8, 48, 8, 128, 64, 4096), (8, 64, 8, 128, 64, 4096),

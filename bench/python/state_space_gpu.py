@@ -19,7 +19,7 @@ import json
 import torch
 
 import ejk.torch as et
-from bench_torch import device_s
+from bench_torch import copy_gbs, device_s
 
 SSD_SHAPES = ((1, 16384), (2, 8192), (4, 4096), (8, 2048))
 SCAN_SHAPES = ((8, 2048, 2048), (4, 4096, 2048), (2, 8192, 4096), (1, 16384, 4096))
@@ -63,12 +63,6 @@ def backward_of(f, leaves):
         y, state = f()
         (y.float().sum() + state.float().sum()).backward()
     return step
-
-
-def copy_gbs():
-    src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    return 2 * src.numel() / device_s(lambda: dst.copy_(src), (), 10) / 1e9
 
 
 def run_ssd(reps, rows):
