@@ -94,19 +94,9 @@ __device__ __forceinline__ void page_attention(const PageAttentionParams& p) {
   float* sa = sl + kPageMaxGroup;                                   // this tile's rescale
 
   const int tid = threadIdx.x;
-  const i64 group = p.q_heads / p.kv_heads, head_groups = (group + kPageMaxGroup - 1) / kPageMaxGroup;
-  i64 unit = blockIdx.x;
-  const i64 split = unit % p.splits;
-  unit /= p.splits;
-  const i64 hg = unit % head_groups;
-  unit /= head_groups;
-  const i64 g = unit % p.kv_heads, s = unit / p.kv_heads;
-  const i64 h0 = g * group + hg * kPageMaxGroup;
-  const int nh = int(min_of((i64)kPageMaxGroup, group - hg * kPageMaxGroup));
-
-  const PageSpan span = page_span(p, s);
-  const i64 begin = min_of(span.begin + split * p.split_tokens, span.end);
-  const i64 end = min_of(begin + p.split_tokens, span.end);
+  const PageBlock pb = page_block(p);
+  const i64 s = pb.s, g = pb.g, h0 = pb.h0, split = pb.split, begin = pb.begin, end = pb.end;
+  const int nh = pb.nh;
 
   for (int x = tid; x < kPageMaxGroup * S::kRow; x += kPageThreads) {
     const int h = x / S::kRow, d = x % S::kRow;

@@ -243,27 +243,41 @@ struct NoDecodeBias {
   __device__ __forceinline__ float operator()(int, i64) const { return 0.0f; }
 };
 
-// page_attention's block: Cfg: E (bf16 or f16), kD. The caller checked page_uses_tc (p.vec set).
-template <class Cfg>
-__device__ __forceinline__ void page_decode_tc(const PageAttentionParams& p) {
+// A page_attention block's work: block index x = ((s * Hkv + g) * head_groups + hg) * splits +
+// split; query heads [h0, h0 + nh) of kv head g, positions [begin, end) of sequence s.
+struct PageBlock {
+  i64 s, g, h0, split, begin, end;
+  int nh;
+};
+__device__ __forceinline__ PageBlock page_block(const PageAttentionParams& p) {
   const i64 group = p.q_heads / p.kv_heads, head_groups = (group + kPageMaxGroup - 1) / kPageMaxGroup;
   i64 unit = blockIdx.x;
-  const i64 split = unit % p.splits;
+  PageBlock b;
+  b.split = unit % p.splits;
   unit /= p.splits;
   const i64 hg = unit % head_groups;
   unit /= head_groups;
-  const i64 g = unit % p.kv_heads, s = unit / p.kv_heads;
-  const i64 h0 = g * group + hg * kPageMaxGroup;
+  b.g = unit % p.kv_heads, b.s = unit / p.kv_heads;
+  b.h0 = b.g * group + hg * kPageMaxGroup;
+  b.nh = int(min_of((i64)kPageMaxGroup, group - hg * kPageMaxGroup));
+  const PageSpan span = page_span(p, b.s);
+  b.begin = min_of(span.begin + b.split * p.split_tokens, span.end);
+  b.end = min_of(b.begin + p.split_tokens, span.end);
+  return b;
+}
 
-  const PageSpan span = page_span(p, s);
+// page_attention's block: Cfg: E (bf16 or f16), kD. The caller checked page_uses_tc (p.vec set).
+template <class Cfg>
+__device__ __forceinline__ void page_decode_tc(const PageAttentionParams& p) {
+  const PageBlock pb = page_block(p);
+  const i64 s = pb.s, g = pb.g, h0 = pb.h0, split = pb.split;
   DecodeRows w;
-  w.begin = min_of(span.begin + split * p.split_tokens, span.end);
-  w.end = min_of(w.begin + p.split_tokens, span.end);
+  w.begin = pb.begin, w.end = pb.end;
   w.table = p.block_tables + s * p.bt_ss, w.last_page = i32(p.num_blocks - 1), w.page_size = u32(p.block_size);
   w.k = static_cast<const u16*>(p.k_cache) + g * p.k_sh, w.v = static_cast<const u16*>(p.v_cache) + g * p.v_sh;
   w.k_page = p.k_sb, w.k_slot = p.k_st, w.v_page = p.v_sb, w.v_slot = p.v_st;
   w.q = static_cast<const u16*>(p.q) + s * p.q_ss + h0 * p.q_sh, w.q_head = p.q_sh;
-  w.nh = int(min_of((i64)kPageMaxGroup, group - hg * kPageMaxGroup));
+  w.nh = pb.nh;
   w.scale = p.scale, w.softcap = p.softcap;
   decode_tc<Cfg>(w, NoDecodeBias{}, [&](int h, int c, const float (&y)[8], float mm, float ll) {
     const i64 head = h0 + h;
