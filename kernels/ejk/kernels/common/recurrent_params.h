@@ -118,6 +118,12 @@ template <class Cfg> EJK_HD constexpr bool recurrent_head_gate() {
   else return false;
 }
 
+// Threads of a backward key's blocks (both phases): the chunked kernel's 128 or the token kernel's.
+template <class Cfg> EJK_HD constexpr int recurrent_bwd_threads() {
+  if constexpr (requires { Cfg::kThreads; }) return Cfg::kThreads;
+  else return kRecurrentThreads;
+}
+
 // Checkpoints of a unit: the state before steps 0, C, 2C, ... of its sequence.
 EJK_HD i64 recurrent_chunks(const RecurrentParams& p, i64 len) { return ceil_div(len, p.chunk); }
 
