@@ -335,7 +335,7 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_dv(float (&acc)[4][4], const u16* sk, const u16* sds, const u16* spa,
                                              const u16* sdo, const float* G, const float* W) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = 16 * warp;
+  const int warp = threadIdx.x / 32, row0 = 16 * warp;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll

@@ -95,7 +95,7 @@ RecurrentParams RecurrentOp::params(const engine::Bound& b) const {
 }
 
 bool RecurrentOp::chunked(const VariantKey& key) const {
-  if (backward || key.backend != "cuda") return false;
+  if (key.backend != "cuda") return false;
   return recurrent_chunked(key.get_enum("dtype") != "f32", key.get_int("head_k"), key.get_int("head_v"),
                            key.get_flag("gate_g"), key.get_flag("gate_k"), key.get_flag("gate_v"));
 }
@@ -105,7 +105,9 @@ void RecurrentOp::plan_facts(const engine::PlanData& plan, void* facts) const {
 }
 
 int64_t RecurrentOp::cuda_dynamic_smem(const VariantKey& key) const {
-  return chunked(key) ? recurrent_chunk_smem_bytes(key.get_int("head_k")) : 0;
+  if (!chunked(key)) return 0;
+  const int64_t k = key.get_int("head_k");
+  return backward ? linear_chunk_bwd_smem_bytes(k) : recurrent_chunk_smem_bytes(k);
 }
 
 int64_t recurrent_chunk(int64_t longest) {

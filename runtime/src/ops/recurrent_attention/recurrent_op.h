@@ -10,7 +10,7 @@ namespace ejk::ops {
 
 // What a plan's key says, read once (OpDef::plan_facts): the CUDA forward's kernel.
 struct RecurrentFacts {
-  bool chunked = false;  // recurrent_chunked(): the tensor-core chunked forward
+  bool chunked = false;  // recurrent_chunked(): the tensor-core chunked forward or backward
 };
 
 class RecurrentOp final : public engine::OpDef {
@@ -25,7 +25,7 @@ class RecurrentOp final : public engine::OpDef {
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
-  // Whether a key runs the chunked CUDA forward (the template asks recurrent_chunked() too).
+  // Whether a key runs the chunked CUDA kernel (the template asks recurrent_chunked() too).
   bool chunked(const VariantKey& key) const;
   // Every field but the work split and the workspace.
   RecurrentParams params(const engine::Bound& b) const;
