@@ -14,6 +14,9 @@
 // its sum over r is that of the scalar one): d l_n[r] = sum_{i >= n} (q_i dq_i - k_i dk_i)[r]
 // + sum_c (dS . S_end)[r, c], S_end the chunk's end state. dq, dk and d l are this tile's
 // partial sums over its 32 columns (f32, summed over the tiles by the caller); dv is the tile's.
+// Weighted steps (Mamba-2: w_n = dt_n) also give dw_n = k_n . dk'_n, dk' the gradient of the
+// weighted key w k (dk = w dk'), and there the gate gradient is wanted as one scalar per step,
+// d l_n summed over r.
 // When wanted, the gradient of a per-column log decay (recurrent attention's gv, absent here, so
 // that of a gate of zeros), the tile's own: d l_n[c] = sum_{i >= n} (dO_i o'_i - v_i dv'_i)[c]
 // + sum_r (dS . S_end)[r, c], with o' and dv' the output and dv without the skip.
@@ -30,9 +33,11 @@ struct ChunkBwdView {
   i64 sdv;
   u16* dgv;  // the column gate's gradient; null: not wanted
   i64 sdgv;
-  // Step n's partial row sums at part + n * spart: dq [K], then dk [K], then d l [K] (f32).
+  // Step n's partial sums at part + n * spart (f32): dq [K], dk [K], then d l [K] (row_gates)
+  // or d l [1] and, when weighted, dw [1].
   float* part;
   i64 spart;
+  bool row_gates;
   const float* dht;  // at the state's strides; null: zeros
   float* dh0;        // null: not written
   float* ckpt;       // chunk c's start state at ckpt + c * K * 32, [K][32] f32
@@ -211,16 +216,19 @@ __device__ __forceinline__ void chunk_bwd_scores(u32 (&da)[4][4], u16* spa, u16*
   for (int nt = 0; nt < 8; ++nt) {
     if (nt / 2 > warp) continue;
     const int j = nt * 8 + lane % 4 * 2;
-    const float m00 = j <= i0 ? scale * W[j] * expf(g0 - G[j]) : 0.0f;
-    const float m01 = j + 1 <= i0 ? scale * W[j + 1] * expf(g0 - G[j + 1]) : 0.0f;
-    const float m10 = j <= i1 ? scale * W[j] * expf(g1 - G[j]) : 0.0f;
-    const float m11 = j + 1 <= i1 ? scale * W[j + 1] * expf(g1 - G[j + 1]) : 0.0f;
-    *reinterpret_cast<u32*>(spa + i0 * kChunkP + j) = pack2<E>(m00 * P[nt][0], m01 * P[nt][1]);
-    *reinterpret_cast<u32*>(spa + i1 * kChunkP + j) = pack2<E>(m10 * P[nt][2], m11 * P[nt][3]);
-    const u32 d0 = pack2<E>(m00 * dP[nt][0], m01 * dP[nt][1]), d1 = pack2<E>(m10 * dP[nt][2], m11 * dP[nt][3]);
-    *reinterpret_cast<u32*>(sda + i0 * kChunkP + j) = d0;
-    *reinterpret_cast<u32*>(sda + i1 * kChunkP + j) = d1;
-    da[nt / 2][nt % 2 * 2] = d0, da[nt / 2][nt % 2 * 2 + 1] = d1;
+    // m: the mask and decays without the key weight (dA' in shared memory, for dk'); with it
+    // for PA and for dA in dq.
+    const float m00 = j <= i0 ? scale * expf(g0 - G[j]) : 0.0f;
+    const float m01 = j + 1 <= i0 ? scale * expf(g0 - G[j + 1]) : 0.0f;
+    const float m10 = j <= i1 ? scale * expf(g1 - G[j]) : 0.0f;
+    const float m11 = j + 1 <= i1 ? scale * expf(g1 - G[j + 1]) : 0.0f;
+    const float w0 = W[j], w1 = W[j + 1];
+    *reinterpret_cast<u32*>(spa + i0 * kChunkP + j) = pack2<E>(w0 * m00 * P[nt][0], w1 * m01 * P[nt][1]);
+    *reinterpret_cast<u32*>(spa + i1 * kChunkP + j) = pack2<E>(w0 * m10 * P[nt][2], w1 * m11 * P[nt][3]);
+    *reinterpret_cast<u32*>(sda + i0 * kChunkP + j) = pack2<E>(m00 * dP[nt][0], m01 * dP[nt][1]);
+    *reinterpret_cast<u32*>(sda + i1 * kChunkP + j) = pack2<E>(m10 * dP[nt][2], m11 * dP[nt][3]);
+    da[nt / 2][nt % 2 * 2] = pack2<E>(w0 * m00 * dP[nt][0], w1 * m01 * dP[nt][1]);
+    da[nt / 2][nt % 2 * 2 + 1] = pack2<E>(w0 * m10 * dP[nt][2], w1 * m11 * dP[nt][3]);
   }
 }
 
@@ -283,15 +291,16 @@ __device__ __forceinline__ void chunk_bwd_dq(float (&acc)[K / 8][4], const u32 (
   }
 }
 
-// f_j = w_j exp(G_C - G_j) of the warp's rows j0 = 16w + lane / 4 and j0 + 8.
-__device__ __forceinline__ void chunk_key_decays(float& f0, float& f1, const float* G, const float* W) {
+// f_j = w_j exp(G_C - G_j) of the warp's rows j0 = 16w + lane / 4 and j0 + 8 (with_w false:
+// exp(G_C - G_j), zero where w_j is: steps past the end).
+__device__ __forceinline__ void chunk_key_decays(float& f0, float& f1, const float* G, const float* W, bool with_w) {
   const int j0 = 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4, j1 = j0 + 8;
   const float last = G[kLinearChunk - 1];
-  f0 = W[j0] == 0.0f ? 0.0f : W[j0] * expf(last - G[j0]);
-  f1 = W[j1] == 0.0f ? 0.0f : W[j1] * expf(last - G[j1]);
+  f0 = W[j0] == 0.0f ? 0.0f : (with_w ? W[j0] : 1.0f) * expf(last - G[j0]);
+  f1 = W[j1] == 0.0f ? 0.0f : (with_w ? W[j1] : 1.0f) * expf(last - G[j1]);
 }
 
-// dk for the warp's rows j: f V dS^T + dA^T Q (query blocks i >= j's).
+// dk' for the warp's rows j: exp(G_C - G_j) V dS^T + dA'^T Q (query blocks i >= j's).
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* sv, const u16* sds, const u16* sda,
                                              const u16* sq, const float* G, const float* W) {
@@ -313,7 +322,7 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
     }
   }
   float f0, f1;
-  chunk_key_decays(f0, f1, G, W);
+  chunk_key_decays(f0, f1, G, W, false);
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
 #pragma unroll
@@ -328,6 +337,30 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
       mma_16816<E>(acc[2 * np], a, b[0], b[1]);
       mma_16816<E>(acc[2 * np + 1], a, b[2], b[3]);
     }
+  }
+}
+
+// dk = w dk' for the warp's rows, after dw = k . dk' (weighted: written for the steps present).
+template <Elem E, int K, int PK>
+__device__ __forceinline__ void chunk_bwd_key_weights(float (&acc)[K / 8][4], const ChunkBwdView& b, const u16* sk,
+                                                      const float* W, i64 n0, int rows) {
+  const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int j = row0 + lane / 4 + h * 8;
+    if (b.f.weighted) {
+      float dw = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < K / 8; ++nt) {
+        const int r = nt * 8 + lane % 4 * 2;
+        dw += to_f32<E>(sk[j * PK + r]) * acc[nt][2 * h] + to_f32<E>(sk[j * PK + r + 1]) * acc[nt][2 * h + 1];
+      }
+      dw += __shfl_xor_sync(0xffffffffu, dw, 1);
+      dw += __shfl_xor_sync(0xffffffffu, dw, 2);
+      if (lane % 4 == 0 && j < rows) b.part[(n0 + j) * b.spart + 2 * K + 1] = dw;
+    }
+#pragma unroll
+    for (int nt = 0; nt < K / 8; ++nt) acc[nt][2 * h] *= W[j], acc[nt][2 * h + 1] *= W[j];
   }
 }
 
@@ -353,7 +386,7 @@ __device__ __forceinline__ void chunk_bwd_dv(float (&acc)[4][4], const u16* sk, 
     }
   }
   float f0, f1;
-  chunk_key_decays(f0, f1, G, W);
+  chunk_key_decays(f0, f1, G, W, true);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
 #pragma unroll
@@ -407,11 +440,33 @@ __device__ __forceinline__ void chunk_scaled_queries(u16* qw, const u16* sq, con
   }
 }
 
+// The scalar gate gradient of the chunk's steps: the row sums of the gate terms (a thread each,
+// into sum[i]; sum[64] the end state's), then one thread's reverse cumulative sum.
+template <int K>
+__device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, const float* g, const float* rs,
+                                                       float* sum, i64 n0, int rows) {
+  const int t = threadIdx.x;
+  if (t <= kLinearChunk) {
+    const float* x = t < kLinearChunk ? g + t * K : rs;
+    float acc = 0.0f;
+    for (int r = 0; r < K; ++r) acc += x[r];
+    sum[t] = acc;
+  }
+  __syncthreads();
+  if (t != 0) return;
+  float run = sum[kLinearChunk];
+  for (int i = rows - 1; i >= 0; --i) {
+    run += sum[i];
+    b.part[(n0 + i) * b.spart + 2 * K] = run;
+  }
+}
+
 // The gate gradients of the chunk's steps: per state row (a thread each), from the end state's
 // term back through the steps, d l_n = rs + sum_{i >= n} g_i; per column likewise when wanted.
 template <Elem E, int K>
 __device__ __forceinline__ void chunk_bwd_gates(const ChunkBwdView& b, const float* g, const float* rs,
-                                                const float* yv, const float* cs, i64 n0, int rows) {
+                                                float* yv, const float* cs, i64 n0, int rows) {
+  if (!b.row_gates) return chunk_bwd_scalar_gates<K>(b, g, rs, yv, n0, rows);  // yv: unused there
   for (int r = threadIdx.x; r < K; r += kLinearChunkThreads) {
     float run = rs[r];
     for (int i = rows - 1; i >= 0; --i) {
@@ -490,6 +545,7 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
     {
       float acc[K / 8][4];
       chunk_bwd_dk<E, K, PK, PV>(acc, sv, sds, sda, sq, G, W);
+      chunk_bwd_key_weights<E, K, PK>(acc, b, sk, W, n0, rows);
       chunk_bwd_put_rows<E, K, PK>(acc, b, n0, rows, K, sk, gt, false);
     }
     {

@@ -18,7 +18,7 @@ template <class Cfg> __device__ __forceinline__ ChunkBwdView recurrent_chunk_bwd
   b.d_o = static_cast<const u16*>(p.d_o.data) + at(p.d_o) + u.c0, b.sdo = dir * p.d_o.st;
   if (p.dv.data != nullptr) b.dv = static_cast<u16*>(p.dv.data) + at(p.dv) + u.c0, b.sdv = dir * p.dv.st;
   if (p.dgv.data != nullptr) b.dgv = static_cast<u16*>(p.dgv.data) + at(p.dgv) + u.c0, b.sdgv = dir * p.dgv.st;
-  b.part = recurrent_partial(p, tile, first, u.h), b.spart = dir * p.heads * 3 * p.dk_;
+  b.part = recurrent_partial(p, tile, first, u.h), b.spart = dir * p.heads * 3 * p.dk_, b.row_gates = true;
   const i64 state = recurrent_state_at(p, u.s, u.h) + u.c0;
   b.dht = p.dht != nullptr ? p.dht + state : nullptr;
   b.dh0 = p.dh0 != nullptr ? p.dh0 + state : nullptr;
