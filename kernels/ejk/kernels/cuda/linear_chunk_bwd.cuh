@@ -15,8 +15,10 @@
 // + sum_c (dS . S_end)[r, c], S_end the chunk's end state. dq, dk and d l are this tile's
 // partial sums over its 32 columns (f32, summed over the tiles by the caller); dv is the tile's.
 // Weighted steps (Mamba-2: w_n = dt_n) also give dw_n = k_n . dk'_n, dk' the gradient of the
-// weighted key w k (dk = w dk'), and there the gate gradient is wanted as one scalar per step,
-// d l_n summed over r.
+// weighted key w k (dk = w dk'). A scalar gate gradient (row_gates false) is formed without the
+// cancellation of q dq against k dk: with T_ij = scale A_ij (q_i . k_j)(dO_i . v_j) in f32,
+// d l_n = sum_{i >= n} (q_i . dq_inter_i + sum_j T_ij - sum_j T_ji - k_i . dk_state_i) + the end
+// state's exp(G_C) dS . S0 + sum_j k_j . dk_state_j, each term from the same f32 numbers.
 // When wanted, the gradient of a per-column log decay (recurrent attention's gv, absent here, so
 // that of a gate of zeros), the tile's own: d l_n[c] = sum_{i >= n} (dO_i o'_i - v_i dv'_i)[c]
 // + sum_r (dS . S_end)[r, c], with o' and dv' the output and dv without the skip.
@@ -44,6 +46,11 @@ struct ChunkBwdView {
 };
 
 constexpr int kChunkP = int(linear_chunk_pitch(kLinearChunk));
+
+// The scalar gate gradient's per-step terms (shared f32, [64] each; col [4][64], a warp's own).
+struct ChunkGateSums {
+  float *inter, *row, *col, *state;
+};
 
 // The accumulator state tile to / from f32 [K][32] rows (a checkpoint).
 template <int K>
@@ -102,8 +109,7 @@ __device__ __forceinline__ void chunk_row_terms(float* rs, const float (&D)[kChu
         const int c = nt * 8 + lane % 4 * 2;
         acc += D[mt][nt][2 * h] * end[r * kLinearChunkCols + c] + D[mt][nt][2 * h + 1] * end[r * kLinearChunkCols + c + 1];
       }
-      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-      acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+      acc = quad_sum(acc);
       if (lane % 4 == 0) rs[r] = acc;
     }
 }
@@ -179,11 +185,11 @@ __device__ __forceinline__ void chunk_bwd_col_rows(float* yv, const float (&dv)[
 
 // The masked, decayed, scaled products of the warp's rows i against keys j: PA = scale A . Q K^T
 // and dA = scale A . dO V^T, into shared [i][j] rows (only the key blocks <= the warp's), and dA
-// also as A fragments (da) for dq.
+// also as A fragments (da) for dq; with gs, T's row sums and the warp's column sums.
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_scores(u32 (&da)[4][4], u16* spa, u16* sda, const u16* sq, const u16* sk,
                                                  const u16* sv, const u16* sdo, const float* G, const float* W,
-                                                 float scale) {
+                                                 float scale, const ChunkGateSums* gs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = 16 * warp;
   float P[8][4] = {}, dP[8][4] = {};
 #pragma unroll
@@ -212,9 +218,14 @@ __device__ __forceinline__ void chunk_bwd_scores(u32 (&da)[4][4], u16* spa, u16*
   }
   const int i0 = row0 + lane / 4, i1 = i0 + 8;
   const float g0 = G[i0], g1 = G[i1];
+  float r0 = 0.0f, r1 = 0.0f;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    if (nt / 2 > warp) continue;
+    if (nt / 2 > warp) {
+      if (gs != nullptr && lane < 4) gs->col[warp * kLinearChunk + nt * 8 + lane * 2] = 0.0f,
+                                     gs->col[warp * kLinearChunk + nt * 8 + lane * 2 + 1] = 0.0f;
+      continue;
+    }
     const int j = nt * 8 + lane % 4 * 2;
     // m: the mask and decays without the key weight (dA' in shared memory, for dk'); with it
     // for PA and for dA in dq.
@@ -229,11 +240,23 @@ __device__ __forceinline__ void chunk_bwd_scores(u32 (&da)[4][4], u16* spa, u16*
     *reinterpret_cast<u32*>(sda + i1 * kChunkP + j) = pack2<E>(m10 * dP[nt][2], m11 * dP[nt][3]);
     da[nt / 2][nt % 2 * 2] = pack2<E>(w0 * m00 * dP[nt][0], w1 * m01 * dP[nt][1]);
     da[nt / 2][nt % 2 * 2 + 1] = pack2<E>(w0 * m10 * dP[nt][2], w1 * m11 * dP[nt][3]);
+    if (gs == nullptr) continue;
+    const float t00 = w0 * m00 * P[nt][0] * dP[nt][0], t01 = w1 * m01 * P[nt][1] * dP[nt][1];
+    const float t10 = w0 * m10 * P[nt][2] * dP[nt][2], t11 = w1 * m11 * P[nt][3] * dP[nt][3];
+    r0 += t00 + t01, r1 += t10 + t11;
+    float c0 = t00 + t10, c1 = t01 + t11;  // columns j, j + 1 over the lane's rows, then the warp's
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) c0 += __shfl_xor_sync(0xffffffffu, c0, o), c1 += __shfl_xor_sync(0xffffffffu, c1, o);
+    if (lane < 4) gs->col[warp * kLinearChunk + j] = c0, gs->col[warp * kLinearChunk + j + 1] = c1;
   }
+  if (gs == nullptr) return;
+  r0 = quad_sum(r0), r1 = quad_sum(r1);
+  if (lane % 4 == 0) gs->row[i0] = r0, gs->row[i1] = r1;
 }
 
 // Rows 16w.. of a [64][K] f32 accumulator set: the partial sums at part + (n0 + i) * spart + off
-// (for the steps the chunk has), and g[i][r] += sign * x[i][r] * acc (the gate terms).
+// (for the steps the chunk has), and g[i][r] += sign * x[i][r] * acc (the row gate terms; g
+// null: none).
 template <Elem E, int K, int PK>
 __device__ __forceinline__ void chunk_bwd_put_rows(const float (&acc)[K / 8][4], const ChunkBwdView& b, i64 n0,
                                                    int rows, int off, const u16* x, float* g, bool first) {
@@ -247,6 +270,7 @@ __device__ __forceinline__ void chunk_bwd_put_rows(const float (&acc)[K / 8][4],
       const int r = nt * 8 + lane % 4 * 2;
       const float y0 = acc[nt][2 * h], y1 = acc[nt][2 * h + 1];
       if (i < rows) out[r] = y0, out[r + 1] = y1;
+      if (g == nullptr) continue;
       const float t0 = to_f32<E>(x[i * PK + r]) * y0, t1 = to_f32<E>(x[i * PK + r + 1]) * y1;
       if (first) g[i * K + r] = t0, g[i * K + r + 1] = t1;
       else g[i * K + r] -= t0, g[i * K + r + 1] -= t1;
@@ -254,10 +278,29 @@ __device__ __forceinline__ void chunk_bwd_put_rows(const float (&acc)[K / 8][4],
   }
 }
 
-// dq for the warp's rows: scale exp(G_i) dO S0^T + dA K.
+// out[i] = x_i . acc_i over the K columns, for the warp's rows i (x: 16-bit [i][K] rows).
+template <Elem E, int K, int PK>
+__device__ __forceinline__ void chunk_row_dots(float* out, const float (&acc)[K / 8][4], const u16* x) {
+  const int lane = threadIdx.x % 32, i0 = 16 * (threadIdx.x / 32) + lane / 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = i0 + 8 * h;
+    float d = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < K / 8; ++nt) {
+      const int r = nt * 8 + lane % 4 * 2;
+      d += to_f32<E>(x[i * PK + r]) * acc[nt][2 * h] + to_f32<E>(x[i * PK + r + 1]) * acc[nt][2 * h + 1];
+    }
+    d = quad_sum(d);
+    if (lane % 4 == 0) out[i] = d;
+  }
+}
+
+// dq for the warp's rows: scale exp(G_i) dO S0^T + dA K (gs: the first part's q_i . dq_i).
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_dq(float (&acc)[K / 8][4], const u32 (&da)[4][4], const u16* sdo,
-                                             const u16* ss, const u16* sk, const float* G, float scale) {
+                                             const u16* ss, const u16* sk, const u16* sq, const float* G, float scale,
+                                             const ChunkGateSums* gs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = 16 * warp;
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt)
@@ -278,6 +321,7 @@ __device__ __forceinline__ void chunk_bwd_dq(float (&acc)[K / 8][4], const u32 (
   const float f0 = scale * expf(G[row0 + lane / 4]), f1 = scale * expf(G[row0 + lane / 4 + 8]);
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
+  if (gs != nullptr) chunk_row_dots<E, K, PK>(gs->inter, acc, sq);
 #pragma unroll
   for (int kb = 0; kb < 4; ++kb) {
     if (kb > warp) continue;
@@ -300,10 +344,12 @@ __device__ __forceinline__ void chunk_key_decays(float& f0, float& f1, const flo
   f1 = W[j1] == 0.0f ? 0.0f : (with_w ? W[j1] : 1.0f) * expf(last - G[j1]);
 }
 
-// dk' for the warp's rows j: exp(G_C - G_j) V dS^T + dA'^T Q (query blocks i >= j's).
+// dk' for the warp's rows j: exp(G_C - G_j) V dS^T + dA'^T Q (query blocks i >= j's); gs: the
+// first part's w_j k_j . dk'_j.
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* sv, const u16* sds, const u16* sda,
-                                             const u16* sq, const float* G, const float* W) {
+                                             const u16* sq, const u16* sk, const float* G, const float* W,
+                                             const ChunkGateSums* gs) {
   const int warp = threadIdx.x / 32, row0 = 16 * warp;
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt)
@@ -325,6 +371,11 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
   chunk_key_decays(f0, f1, G, W, false);
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
+  if (gs != nullptr) {  // k_j . dk_j's state part, w_j k_j . dk'_j
+    chunk_row_dots<E, K, PK>(gs->state, acc, sk);
+    const int j0 = row0 + threadIdx.x % 32 / 4;
+    if (threadIdx.x % 4 == 0) gs->state[j0] *= W[j0], gs->state[j0 + 8] *= W[j0 + 8];
+  }
 #pragma unroll
   for (int ib = 0; ib < 4; ++ib) {
     if (ib < warp) continue;
@@ -355,8 +406,7 @@ __device__ __forceinline__ void chunk_bwd_key_weights(float (&acc)[K / 8][4], co
         const int r = nt * 8 + lane % 4 * 2;
         dw += to_f32<E>(sk[j * PK + r]) * acc[nt][2 * h] + to_f32<E>(sk[j * PK + r + 1]) * acc[nt][2 * h + 1];
       }
-      dw += __shfl_xor_sync(0xffffffffu, dw, 1);
-      dw += __shfl_xor_sync(0xffffffffu, dw, 2);
+      dw = quad_sum(dw);
       if (lane % 4 == 0 && j < rows) b.part[(n0 + j) * b.spart + 2 * K + 1] = dw;
     }
 #pragma unroll
@@ -440,23 +490,20 @@ __device__ __forceinline__ void chunk_scaled_queries(u16* qw, const u16* sq, con
   }
 }
 
-// The scalar gate gradient of the chunk's steps: the row sums of the gate terms (a thread each,
-// into sum[i]; sum[64] the end state's), then one thread's reverse cumulative sum.
+// The scalar gate gradient of the chunk's steps by one thread: the end state's term (rs: the
+// rows of dS . S0), then back through the steps.
 template <int K>
-__device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, const float* g, const float* rs,
-                                                       float* sum, i64 n0, int rows) {
-  const int t = threadIdx.x;
-  if (t <= kLinearChunk) {
-    const float* x = t < kLinearChunk ? g + t * K : rs;
-    float acc = 0.0f;
-    for (int r = 0; r < K; ++r) acc += x[r];
-    sum[t] = acc;
-  }
-  __syncthreads();
-  if (t != 0) return;
-  float run = sum[kLinearChunk];
+__device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, const ChunkGateSums& gs, const float* rs,
+                                                       const float* G, i64 n0, int rows) {
+  if (threadIdx.x != 0) return;
+  float s0 = 0.0f, st = 0.0f;
+  for (int r = 0; r < K; ++r) s0 += rs[r];
+  for (int j = 0; j < rows; ++j) st += gs.state[j];
+  float run = expf(G[kLinearChunk - 1]) * s0 + st;
   for (int i = rows - 1; i >= 0; --i) {
-    run += sum[i];
+    float col = 0.0f;
+    for (int w = 0; w < kLinearChunkThreads / 32; ++w) col += gs.col[w * kLinearChunk + i];
+    run += gs.inter[i] + gs.row[i] - col - gs.state[i];
     b.part[(n0 + i) * b.spart + 2 * K] = run;
   }
 }
@@ -465,8 +512,7 @@ __device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, co
 // term back through the steps, d l_n = rs + sum_{i >= n} g_i; per column likewise when wanted.
 template <Elem E, int K>
 __device__ __forceinline__ void chunk_bwd_gates(const ChunkBwdView& b, const float* g, const float* rs,
-                                                float* yv, const float* cs, i64 n0, int rows) {
-  if (!b.row_gates) return chunk_bwd_scalar_gates<K>(b, g, rs, yv, n0, rows);  // yv: unused there
+                                                const float* yv, const float* cs, i64 n0, int rows) {
   for (int r = threadIdx.x; r < K; r += kLinearChunkThreads) {
     float run = rs[r];
     for (int i = rows - 1; i >= 0; --i) {
@@ -505,6 +551,9 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
   float* const yv = rs + K;
   float* const cs = yv + C * kLinearChunkCols;
   const ChunkView& v = b.f;
+  // The scalar gate's terms in the row gates' room.
+  const ChunkGateSums gs{gt, gt + C, gt + 3 * C, gt + 2 * C};
+  const ChunkGateSums* const gsp = b.row_gates ? nullptr : &gs;
 
   chunk_bwd_states<E, K, PK, PV>(b, sk, sv, qw, G, W);
   const i64 chunks = ceil_div<i64>(v.len, C);
@@ -531,22 +580,23 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
     cp_async_wait<0>();
     if (threadIdx.x < 32) chunk_decays<E>(G, W, v, n0, rows);
     __syncthreads();  // the chunk's operands, S0, G and W are visible
-    chunk_row_terms<K>(rs, D, start + K * kLinearChunkCols);
+    // Row gates: dS . S_end per row; the scalar gate: dS . S0 (its other part is gs.state).
+    chunk_row_terms<K>(rs, D, b.row_gates ? start + K * kLinearChunkCols : start);
     if (b.dgv != nullptr) chunk_col_terms<K>(cs, D, start + K * kLinearChunkCols);
     {
       u32 da[4][4];
-      chunk_bwd_scores<E, K, PK, PV>(da, spa, sda, sq, sk, sv, sdo, G, W, v.scale);
+      chunk_bwd_scores<E, K, PK, PV>(da, spa, sda, sq, sk, sv, sdo, G, W, v.scale, gsp);
       float acc[K / 8][4];
-      chunk_bwd_dq<E, K, PK, PV>(acc, da, sdo, ss, sk, G, v.scale);
-      chunk_bwd_put_rows<E, K, PK>(acc, b, n0, rows, 0, sq, gt, true);
+      chunk_bwd_dq<E, K, PK, PV>(acc, da, sdo, ss, sk, sq, G, v.scale, gsp);
+      chunk_bwd_put_rows<E, K, PK>(acc, b, n0, rows, 0, sq, b.row_gates ? gt : nullptr, true);
     }
     chunk_scaled_queries<E, K, PK>(qw, sq, G, v.scale);
     __syncthreads();  // PA, dA, the dq gate terms, qw and the row terms are visible
     {
       float acc[K / 8][4];
-      chunk_bwd_dk<E, K, PK, PV>(acc, sv, sds, sda, sq, G, W);
+      chunk_bwd_dk<E, K, PK, PV>(acc, sv, sds, sda, sq, sk, G, W, gsp);
       chunk_bwd_key_weights<E, K, PK>(acc, b, sk, W, n0, rows);
-      chunk_bwd_put_rows<E, K, PK>(acc, b, n0, rows, K, sk, gt, false);
+      chunk_bwd_put_rows<E, K, PK>(acc, b, n0, rows, K, sk, b.row_gates ? gt : nullptr, false);
     }
     {
       float acc[4][4];
@@ -555,7 +605,8 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
       chunk_bwd_put_dv<E, PV>(b, acc, sdo, n0, rows);
     }
     __syncthreads();  // every read of the old dS copy is done and the gate terms are complete
-    chunk_bwd_gates<E, K>(b, gt, rs, yv, cs, n0, rows);
+    if (b.row_gates) chunk_bwd_gates<E, K>(b, gt, rs, yv, cs, n0, rows);
+    else chunk_bwd_scalar_gates<K>(b, gs, rs, G, n0, rows);
     chunk_update<E, K, PK, PV>(D, qw, sdo, G);
     chunk_put_state<E, K, PV>(sds, D);
     __syncthreads();  // the stage, G, W and the gate terms are free for the next chunk
