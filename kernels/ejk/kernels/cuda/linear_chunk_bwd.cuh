@@ -490,22 +490,38 @@ __device__ __forceinline__ void chunk_scaled_queries(u16* qw, const u16* sq, con
   }
 }
 
-// The scalar gate gradient of the chunk's steps by one thread: the end state's term (rs: the
-// rows of dS . S0), then back through the steps.
+// The scalar gate gradient of the chunk's steps by warp 0: the end state's term (rs: the rows
+// of dS . S0, and gs.state), then a suffix sum over the steps, lane l taking steps 63 - 2l and
+// 62 - 2l so that the lanes' prefix scan runs from the last step back.
 template <int K>
 __device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, const ChunkGateSums& gs, const float* rs,
                                                        const float* G, i64 n0, int rows) {
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
   float s0 = 0.0f, st = 0.0f;
-  for (int r = 0; r < K; ++r) s0 += rs[r];
-  for (int j = 0; j < rows; ++j) st += gs.state[j];
-  float run = expf(G[kLinearChunk - 1]) * s0 + st;
-  for (int i = rows - 1; i >= 0; --i) {
+  for (int r = lane; r < K; r += 32) s0 += rs[r];
+  for (int j = lane; j < kLinearChunk; j += 32) st += gs.state[j];
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) s0 += __shfl_xor_sync(0xffffffffu, s0, o), st += __shfl_xor_sync(0xffffffffu, st, o);
+  float d[2];
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    const int i = kLinearChunk - 1 - 2 * lane - t;
     float col = 0.0f;
+#pragma unroll
     for (int w = 0; w < kLinearChunkThreads / 32; ++w) col += gs.col[w * kLinearChunk + i];
-    run += gs.inter[i] + gs.row[i] - col - gs.state[i];
-    b.part[(n0 + i) * b.spart + 2 * K] = run;
+    d[t] = i < rows ? gs.inter[i] + gs.row[i] - col - gs.state[i] : 0.0f;
   }
+  float incl = d[0] + d[1];
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const float y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  const float base = expf(G[kLinearChunk - 1]) * s0 + st;
+  const int i0 = kLinearChunk - 1 - 2 * lane;  // its suffix sum is incl - d[1]; i0 - 1's is incl
+  if (i0 < rows) b.part[(n0 + i0) * b.spart + 2 * K] = base + incl - d[1];
+  if (i0 - 1 < rows) b.part[(n0 + i0 - 1) * b.spart + 2 * K] = base + incl;
 }
 
 // The gate gradients of the chunk's steps: per state row (a thread each), from the end state's
