@@ -3,8 +3,7 @@
 // states against the float64 reference, and against the token kernel on the same values (the
 // inputs widened to f32, whose key runs the token kernel), over chunk edges (T = 1, 63, 64, 65,
 // 1000), g_gamma, g_head, initial states, reverse and varlen with empty sequences. The chunked
-// backward (recurrent_chunk_bwd.cuh, the same keys without g_head) likewise: every gradient, up
-// to T = 4096.
+// backward (recurrent_chunk_bwd.cuh, the same keys) likewise: every gradient, up to T = 4096.
 #include <catch2/catch_test_macros.hpp>
 
 #include "ejk/admin.h"
@@ -151,7 +150,7 @@ TEST_CASE("chunked recurrent attention on CUDA: padded and token-major inputs ta
   }
 }
 
-TEST_CASE("chunked recurrent attention backward on CUDA: chunk edges, g_gamma, states, T = 4096",
+TEST_CASE("chunked recurrent attention backward on CUDA: chunk edges, g_gamma, g_head, states, T = 4096",
           "[recurrent][cuda][gpu][backward]") {
   std::string why;
   if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
@@ -162,14 +161,14 @@ TEST_CASE("chunked recurrent attention backward on CUDA: chunk edges, g_gamma, s
       for (int64_t t : {1, 63, 64, 65, 1000}) {
         Problem p;
         p.dtype = dtype, p.b = 2, p.t = t, p.h = 3, p.k = p.v = kv;
-        p.gates = n % 2 == 0 ? kGamma : 0, p.init = n / 2 % 2 == 0, p.dht = n % 3 != 1;
+        p.gates = (n % 2 == 0 ? kGamma : 0) | (n % 3 != 1 ? kGh : 0), p.init = n / 2 % 2 == 0, p.dht = n % 3 != 2;
         ++n;
         check_chunked(p, seed++, true);
       }
   Problem p;  // a long sequence: 64 chunks, the carried state gradient through all of them
   p.dtype = DType::bf16, p.b = 1, p.t = 4096, p.h = 2, p.k = p.v = 128, p.gates = kGamma, p.init = p.dht = true;
   check_chunked(p, seed++, true);
-  p.k = 64, p.reverse = true, p.dtype = DType::f16;
+  p.k = 64, p.reverse = true, p.dtype = DType::f16, p.gates = kGamma | kGh;
   check_chunked(p, seed++, true);
 }
 
@@ -180,7 +179,7 @@ TEST_CASE("chunked recurrent attention backward on CUDA: reverse, varlen, K != V
   uint64_t seed = 1250;
   for (DType dtype : {DType::bf16, DType::f16}) {
     Problem p;
-    p.dtype = dtype, p.h = 3, p.k = 128, p.v = 64, p.gates = kGamma, p.init = p.dht = true;
+    p.dtype = dtype, p.h = 3, p.k = 128, p.v = 64, p.gates = kGamma | kGh, p.init = p.dht = true;
     p.varlen = true, p.b = 5, p.t = 1000;
     p.cu = {0, 0, 130, 130, 999, 1000};
     check_chunked(p, seed++, true);
@@ -190,7 +189,7 @@ TEST_CASE("chunked recurrent attention backward on CUDA: reverse, varlen, K != V
     d.dtype = dtype, d.b = 2, d.t = 129, d.h = 3, d.k = 64, d.v = 128, d.reverse = true, d.dht = true;
     check_chunked(d, seed++, true);
     Problem m;  // padded token-major rows: the plain loads
-    m.dtype = dtype, m.b = 2, m.t = 130, m.h = 2, m.k = m.v = 64, m.gates = kGamma, m.init = true;
+    m.dtype = dtype, m.b = 2, m.t = 130, m.h = 2, m.k = m.v = 64, m.gates = kGh, m.init = true;
     m.pad = 3, m.token_major = true;
     check_chunked(m, seed++, true);
   }

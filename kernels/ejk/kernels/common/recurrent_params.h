@@ -112,7 +112,7 @@ template <class F, class R> EJK_HD F recurrent_carry(F d, R row_decay, F col_dec
   return d * row_decay * col_decay;
 }
 
-// Whether a key's constants gate by g_head (forward keys only: the backward has no g_head).
+// Whether a key's constants gate by g_head.
 template <class Cfg> EJK_HD constexpr bool recurrent_head_gate() {
   if constexpr (requires { Cfg::kGh; }) return Cfg::kGh;
   else return false;

@@ -27,7 +27,7 @@ template <Elem E> __device__ __forceinline__ void recurrent_write(void* base, i6
   else static_cast<u16*>(base)[at] = u16(pack2<E>(x, 0.0f) & 0xffffu);
 }
 
-// Cfg: E, kK, kG, kGamma, kGk, kGv, kReverse (the forward's also kGh).
+// Cfg: E, kK, kG, kGamma, kGk, kGv, kGh, kReverse.
 template <class Cfg> constexpr int kRecurrentRows = (Cfg::kK + kRecurrentWarps - 1) / kRecurrentWarps;
 
 // One token's operands in shared memory.

@@ -36,7 +36,7 @@ bool as_bool(const Scalar& s) {
 RecurrentOp::RecurrentOp(std::string_view kernel_op, bool backward)
     : OpDef(kernel_op), backward(backward), q(tensor("q")), k(tensor("k")), v(tensor("v")), g(tensor("g")),
       g_gamma(tensor("g_gamma")), gk(tensor("gk")), gv(tensor("gv")), initial_state(tensor("initial_state")),
-      cu_seqlens(tensor("cu_seqlens")), g_head(backward ? -1 : tensor("g_head")), o(backward ? -1 : tensor("o")),
+      cu_seqlens(tensor("cu_seqlens")), g_head(tensor("g_head")), o(backward ? -1 : tensor("o")),
       final_state(backward ? -1 : tensor("final_state")), d_o(backward ? tensor("d_o") : -1),
       d_final_state(backward ? tensor("d_final_state") : -1), dq(backward ? tensor("dq") : -1),
       dk(backward ? tensor("dk") : -1), dv(backward ? tensor("dv") : -1), dg(backward ? tensor("dg") : -1),

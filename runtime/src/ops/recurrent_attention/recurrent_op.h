@@ -34,7 +34,7 @@ class RecurrentOp final : public engine::OpDef {
   // Spec indices, resolved once; the backward's own are -1 in the forward and the forward's
   // outputs -1 in the backward.
   const int q, k, v, g, g_gamma, gk, gv, initial_state, cu_seqlens;
-  const int g_head;  // the forward's only; -1 in the backward
+  const int g_head;
   const int o, final_state;
   const int d_o, d_final_state, dq, dk, dv, dg, dgk, dgv, d_initial_state;
   const int softmax_scale, reverse;
