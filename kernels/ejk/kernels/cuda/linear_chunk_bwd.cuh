@@ -12,7 +12,8 @@
 //     dS <- exp(G_C) dS + (scale exp(G) Q)^T dO
 // and the gradient of every step's log decay, per state row r (the gradient of a per-row gate;
 // its sum over r is that of the scalar one): d l_n[r] = sum_{i >= n} (q_i dq_i - k_i dk_i)[r]
-// + sum_c (dS . S_end)[r, c], S_end the chunk's end state. dq, dk and d l are this tile's
+// + the end state's sum_c exp(G_C) (dS . S0)[r, c] + sum_j (k_j dk_state_j)[r], dk_state the
+// dS part of dk (the same numbers as in k dk, so that they cancel exactly). dq, dk and d l are this tile's
 // partial sums over its 32 columns (f32, summed over the tiles by the caller); dv is the tile's.
 // Weighted steps (Mamba-2: w_n = dt_n) also give dw_n = k_n . dk'_n, dk' the gradient of the
 // weighted key w k (dk = w dk'). A scalar gate gradient (row_gates false) is formed without the
@@ -93,7 +94,7 @@ __device__ __forceinline__ void chunk_bwd_states(const ChunkBwdView& b, u16* sk,
   chunk_ckpt_io<K>(S, b.ckpt + chunks * K * kLinearChunkCols, false);
 }
 
-// sum_c dS[r, c] S_end[r, c] for the warp's state rows, into rs[r].
+// sum_c dS[r, c] X[r, c] for the warp's state rows (X: a checkpoint), into rs[r].
 template <int K>
 __device__ __forceinline__ void chunk_row_terms(float* rs, const float (&D)[kChunkStateTiles<K>][4][4],
                                                 const float* end) {
@@ -344,12 +345,29 @@ __device__ __forceinline__ void chunk_key_decays(float& f0, float& f1, const flo
   f1 = W[j1] == 0.0f ? 0.0f : (with_w ? W[j1] : 1.0f) * expf(last - G[j1]);
 }
 
-// dk' for the warp's rows j: exp(G_C - G_j) V dS^T + dA'^T Q (query blocks i >= j's); gs: the
-// first part's w_j k_j . dk'_j.
+// out[warp][r] = sum over the warp's rows j of w_j x_j[r] acc_j[r] (x: 16-bit [j][K] rows).
+template <Elem E, int K, int PK>
+__device__ __forceinline__ void chunk_col_dots(float* out, const float (&acc)[K / 8][4], const u16* x, const float* W) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, j0 = 16 * warp + lane / 4, j1 = j0 + 8;
+  const float w0 = W[j0], w1 = W[j1];
+#pragma unroll
+  for (int nt = 0; nt < K / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = nt * 8 + lane % 4 * 2 + e;
+      float c = w0 * to_f32<E>(x[j0 * PK + r]) * acc[nt][e] + w1 * to_f32<E>(x[j1 * PK + r]) * acc[nt][2 + e];
+#pragma unroll
+      for (int o = 4; o < 32; o *= 2) c += __shfl_xor_sync(0xffffffffu, c, o);
+      if (lane < 4) out[warp * K + r] = c;
+    }
+}
+
+// dk' for the warp's rows j: exp(G_C - G_j) V dS^T + dA'^T Q (query blocks i >= j's); the first
+// part's w_j k_j . dk'_j into gs (scalar gates), or its per-row sums over the warp's j into ks.
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* sv, const u16* sds, const u16* sda,
                                              const u16* sq, const u16* sk, const float* G, const float* W,
-                                             const ChunkGateSums* gs) {
+                                             const ChunkGateSums* gs, float* ks) {
   const int warp = threadIdx.x / 32, row0 = 16 * warp;
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt)
@@ -375,6 +393,8 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
     chunk_row_dots<E, K, PK>(gs->state, acc, sk);
     const int j0 = row0 + threadIdx.x % 32 / 4;
     if (threadIdx.x % 4 == 0) gs->state[j0] *= W[j0], gs->state[j0 + 8] *= W[j0 + 8];
+  } else {
+    chunk_col_dots<E, K, PK>(ks, acc, sk, W);
   }
 #pragma unroll
   for (int ib = 0; ib < 4; ++ib) {
@@ -525,12 +545,15 @@ __device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, co
 }
 
 // The gate gradients of the chunk's steps: per state row (a thread each), from the end state's
-// term back through the steps, d l_n = rs + sum_{i >= n} g_i; per column likewise when wanted.
+// term (rs: the rows of dS . S0; ks: of k dk_state per warp) back through the steps,
+// d l_n = end + sum_{i >= n} g_i; per column likewise when wanted.
 template <Elem E, int K>
-__device__ __forceinline__ void chunk_bwd_gates(const ChunkBwdView& b, const float* g, const float* rs,
-                                                const float* yv, const float* cs, i64 n0, int rows) {
+__device__ __forceinline__ void chunk_bwd_gates(const ChunkBwdView& b, const float* g, const float* rs, const float* ks,
+                                                const float* G, const float* yv, const float* cs, i64 n0, int rows) {
+  const float decay = expf(G[kLinearChunk - 1]);
   for (int r = threadIdx.x; r < K; r += kLinearChunkThreads) {
-    float run = rs[r];
+    float run = decay * rs[r];
+    for (int w = 0; w < kLinearChunkThreads / 32; ++w) run += ks[w * K + r];
     for (int i = rows - 1; i >= 0; --i) {
       run += g[i * K + r];
       b.part[(n0 + i) * b.spart + 2 * K + r] = run;
@@ -566,6 +589,7 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
   float* const rs = W + C;
   float* const yv = rs + K;
   float* const cs = yv + C * kLinearChunkCols;
+  float* const ks = cs + 4 * kLinearChunkCols;
   const ChunkView& v = b.f;
   // The scalar gate's terms in the row gates' room.
   const ChunkGateSums gs{gt, gt + C, gt + 3 * C, gt + 2 * C};
@@ -596,8 +620,8 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
     cp_async_wait<0>();
     if (threadIdx.x < 32) chunk_decays<E>(G, W, v, n0, rows);
     __syncthreads();  // the chunk's operands, S0, G and W are visible
-    // Row gates: dS . S_end per row; the scalar gate: dS . S0 (its other part is gs.state).
-    chunk_row_terms<K>(rs, D, b.row_gates ? start + K * kLinearChunkCols : start);
+    // The end state's term: dS . S0 per row here, the rest from dk's state part (ks, gs.state).
+    chunk_row_terms<K>(rs, D, start);
     if (b.dgv != nullptr) chunk_col_terms<K>(cs, D, start + K * kLinearChunkCols);
     {
       u32 da[4][4];
@@ -610,7 +634,7 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
     __syncthreads();  // PA, dA, the dq gate terms, qw and the row terms are visible
     {
       float acc[K / 8][4];
-      chunk_bwd_dk<E, K, PK, PV>(acc, sv, sds, sda, sq, sk, G, W, gsp);
+      chunk_bwd_dk<E, K, PK, PV>(acc, sv, sds, sda, sq, sk, G, W, gsp, ks);
       chunk_bwd_key_weights<E, K, PK>(acc, b, sk, W, n0, rows);
       chunk_bwd_put_rows<E, K, PK>(acc, b, n0, rows, K, sk, b.row_gates ? gt : nullptr, false);
     }
@@ -621,7 +645,7 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
       chunk_bwd_put_dv<E, PV>(b, acc, sdo, n0, rows);
     }
     __syncthreads();  // every read of the old dS copy is done and the gate terms are complete
-    if (b.row_gates) chunk_bwd_gates<E, K>(b, gt, rs, yv, cs, n0, rows);
+    if (b.row_gates) chunk_bwd_gates<E, K>(b, gt, rs, ks, G, yv, cs, n0, rows);
     else chunk_bwd_scalar_gates<K>(b, gs, rs, G, n0, rows);
     chunk_update<E, K, PK, PV>(D, qw, sdo, G);
     chunk_put_state<E, K, PV>(sds, D);
