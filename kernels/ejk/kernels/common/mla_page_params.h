@@ -43,6 +43,7 @@ struct MlaPageParams {
   float softcap;  // 0: none
   float v_scale;
   i64 window;     // 0: none
+  i32 vec;        // CUDA: 1 where every latent row and key row can be read in 16-byte chunks
 };
 
 // The sequences processed: distribution[2] clamped to [0, S].
@@ -104,6 +105,16 @@ EJK_HD MlaRow mla_row(const MlaPageParams& p, const MlaSpan& span, i64 j) {
 // CPU: a task takes up to kMlaCpuHeads query heads of one token (the runtime counts the tasks).
 constexpr int kMlaCpuHeads = 16;
 EJK_HD i64 mla_cpu_head_blocks(i64 q_heads) { return (q_heads + kMlaCpuHeads - 1) / kMlaCpuHeads; }
+
+// CUDA (cuda/mla_page.cuh): a block of kMlaThreads threads takes up to kMlaRows query heads of
+// one token over tiles of kMlaTile positions, kMlaStages deep.
+constexpr int kMlaThreads = 128, kMlaRows = 16, kMlaTile = 32, kMlaStages = 2;
+
+// Its dynamic shared memory, bytes, for 16-bit elements: the query rows and the stages' latent
+// rows ([c, k_pe], pitch R + E + 8 elements), and every warp's partial scores of a tile.
+EJK_HD constexpr i64 mla_cuda_smem_bytes(i64 r, i64 e) {
+  return (kMlaRows + kMlaStages * kMlaTile) * (r + e + 8) * 2 + (kMlaThreads / 32) * kMlaRows * kMlaTile * 4;
+}
 
 // 128-element alignment of the cache row's two parts (the seed's layout).
 EJK_HD constexpr i64 mla_align128(i64 n) { return (n + 127) / 128 * 128; }
