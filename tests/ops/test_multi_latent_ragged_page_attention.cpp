@@ -5,7 +5,8 @@
 // tables with garbage where no query reaches, NaN in the cache's padding and in the slots of
 // this call's tokens (the op reads those from keys_values and keys_pe), f32, bf16 and f16, into
 // poisoned outputs, against the op's float64 reference, which is itself checked against a
-// dense softmax written from scratch. Bad metadata and shapes must name the argument.
+// dense softmax written from scratch; on CUDA too where there is a GPU (16-bit only). Bad
+// metadata and shapes must name the argument.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -192,9 +193,9 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
   return out;
 }
 
-// Runs p into a poisoned output and checks it against the op's reference, and that reference
-// against the dense one.
-void check_problem(const Problem& p, uint64_t seed) {
+// Runs p on `device` (every tensor there, the metadata too) into a poisoned output and checks
+// it against the op's reference, and that reference against the dense one.
+void check_problem(const Problem& p, uint64_t seed, Device device = Device{}) {
   Call c = make_call(p, seed);
   const Args args = c.args(p);
   const std::vector<ReferenceOutput> ref = reference("multi_latent_ragged_page_attention", args);
@@ -205,8 +206,20 @@ void check_problem(const Problem& p, uint64_t seed) {
     num += (ref[0].values[i] - dense[i]) * (ref[0].values[i] - dense[i]), den += dense[i] * dense[i];
   INFO(p.name());
   CHECK(std::sqrt(num / std::max(den, 1e-300)) <= 1e-12);
-  const RunInfo info = run("multi_latent_ragged_page_attention", args);
-  const Mismatch e = compare(c.out, c.out.storage, ref[0].values);
+  Call on = c;  // the same views (sharing the host storage), their data on `device`
+  if (device.kind != DeviceKind::cpu) {
+    for (Buffer* b : {&on.qn, &on.qp, &on.kc, &on.kp, &on.out}) {
+      const Tensor there = b->storage.to(device);
+      b->view.device = device;
+      b->view.data = static_cast<char*>(there.data()) +
+                     (static_cast<const char*>(b->view.data) - static_cast<const char*>(b->storage.data()));
+      b->storage = there;
+    }
+    for (Tensor* t : {&on.cache, &on.lens, &on.tables, &on.starts, &on.dist}) *t = t->to(device);
+  }
+  const RunInfo info = run("multi_latent_ragged_page_attention", on.args(p));
+  synchronize(device);
+  const Mismatch e = compare(c.out, on.out.storage.to(Device{}), ref[0].values);
   INFO(fmt::format("{} -> {}: rel_l2 {:.3e}", p.name(), info.key, e.rel_l2));
   CHECK_FALSE(e.nonfinite);
   CHECK(e.rel_l2 <= (p.dtype == DType::f32 ? 1e-5 : 1e-2));
@@ -243,6 +256,20 @@ TEST_CASE("multi_latent_ragged_page_attention matches the float64 reference on t
   uint64_t seed = 1;
   for (DType t : {DType::f32, DType::bf16, DType::f16})
     for (const Problem& p : matrix(t, t == DType::f32 ? 8 : 5, seed++)) check_problem(p, seed++);
+}
+
+TEST_CASE("multi_latent_ragged_page_attention on CUDA matches the float64 reference", "[mla_page][cuda]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  const Device gpu{DeviceKind::cuda, 0};
+  uint64_t seed = 300;
+  for (DType t : {DType::bf16, DType::f16})
+    for (const Problem& p : matrix(t, 8, seed++)) check_problem(p, seed++, gpu);
+  Problem p;
+  p.dtype = DType::bf16, p.r = 128, p.e = 32, p.hq = 20, p.window = 6;  // other dims: NVRTC
+  check_problem(p, 9, gpu);
+  p.q_lens = {}, p.extra_tokens = 3;  // every token gets 0
+  check_problem(p, 10, gpu);
 }
 
 TEST_CASE("multi_latent_ragged_page_attention: other latent and rope dims (JIT)", "[mla_page]") {

@@ -127,6 +127,10 @@ engine::CpuWork MlaPageAttentionOp::cpu_prepare(const engine::Bound& b, const en
   return {p.q_heads == 0 ? 0 : p.tokens * mla_cpu_head_blocks(p.q_heads)};
 }
 
+int64_t MlaPageAttentionOp::cuda_dynamic_smem(const VariantKey& key) const {
+  return mla_cuda_smem_bytes(key.get_int("latent_dim"), key.get_int("rope_dim"));
+}
+
 double MlaPageAttentionOp::flops(const engine::Bound& b) const {
   // 2 (R + E) for the score and 2 R for the weighted sum per visible (query head, position);
   // device-resident metadata is not read, so there each token counts as seeing the tables' capacity.

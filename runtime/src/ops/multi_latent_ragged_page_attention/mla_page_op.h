@@ -14,6 +14,10 @@ class MlaPageAttentionOp final : public engine::OpDef {
 
   void check(const engine::Bound& b) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
+#if EJK_HAVE_CUDA
+  void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+#endif
+  int64_t cuda_dynamic_smem(const VariantKey& key) const override;
   double flops(const engine::Bound& b) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
