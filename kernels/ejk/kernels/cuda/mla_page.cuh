@@ -38,16 +38,19 @@ __device__ __forceinline__ void mla_tc_load(const MlaPageParams& p, const MlaSpa
   const u16* nc = static_cast<const u16*>(p.new_c);
   const u16* np = static_cast<const u16*>(p.new_pe);
   if (p.vec != 0) {
+    // Four threads a row, so the page lookup is one per thread and tile; their four chunks
+    // side by side are 64 contiguous bytes, whole sectors.
+    static_assert(kMlaThreads == 4 * kMlaTile, "four threads a row");
     constexpr int kChunks = S::kW / 8;
-    for (int x = threadIdx.x; x < kMlaTile * kChunks; x += kMlaThreads) {
-      const int i = x / kChunks, c = x % kChunks;
-      const u16* src = cache;
-      if (i < n) {
-        const MlaRow r = mla_row(p, span, j0 + i);
-        src = c * 8 < Cfg::kR ? (r.fresh ? nc : cache) + r.c + c * 8 : (r.fresh ? np : cache) + r.pe + (c * 8 - Cfg::kR);
-      }
-      cp_async_16(smem_addr(st + i * S::kPitch + c * 8), src, i < n);
+    const int i = threadIdx.x / 4;
+    const u16 *c_src = cache, *pe_src = cache;
+    if (i < n) {
+      const MlaRow r = mla_row(p, span, j0 + i);
+      c_src = (r.fresh ? nc : cache) + r.c, pe_src = (r.fresh ? np : cache) + r.pe;
     }
+    for (int c = threadIdx.x % 4; c < kChunks; c += 4)
+      cp_async_16(smem_addr(st + i * S::kPitch + c * 8), c * 8 < Cfg::kR ? c_src + c * 8 : pe_src + (c * 8 - Cfg::kR),
+                  i < n);
     return;
   }
   for (int x = threadIdx.x; x < kMlaTile * S::kW; x += kMlaThreads) {
