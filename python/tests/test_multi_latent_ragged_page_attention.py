@@ -51,6 +51,16 @@ def test_window_cap_scales_bfloat16_jit_and_v2(rng):
         assert_rel_l2(out, want_out, dtype_name="bfloat16")
 
 
+def test_a_donated_cache_is_written_in_place(rng):
+    p = problem(rng)
+    a = arrays(p)
+    out, cache = jax.jit(lambda *x: multi_latent_ragged_page_attention(*x), donate_argnums=4)(*a)
+    assert a[4].is_deleted()
+    want_out, want_cache = reference(p)
+    assert_rel_l2(cache, want_cache)
+    assert_rel_l2(out, want_out)
+
+
 @pytest.mark.skipif(bool(no_cpu_jit()), reason=f"CPU variants outside the built-in set: {no_cpu_jit()}")
 def test_other_latent_and_rope_dims(rng):
     p = problem(rng, hq=12, r=96, e=40, page=6)
