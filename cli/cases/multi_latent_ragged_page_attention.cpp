@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include <fmt/format.h>
+
+#include "ejk/core/error.h"
 #include "op_case.h"
 #include "parse.h"
 
@@ -33,7 +36,7 @@ class MlaPageCase final : public OpCase {
 
   std::vector<InputSpec> inputs(DType dtype) const override {
     const int64_t n = seqs(), rows = n + kSpareRows, hq = size(hq_, "--hq"), r = size(r_, "--r"), e = size(e_, "--e");
-    const int64_t ps = page_size(), mb = (context() + ps - 1) / ps, pages = rows * mb + 3;
+    const int64_t ps = page_size(), mb = (context() + ps - 1) / ps, pages = product(rows, mb, "block_tables' entries") + 3;
     const int64_t pack = dtype == DType::f32 ? 1 : 2, kd = (r + 127) / 128 * 128 + (e + 127) / 128 * 128;
     return {{"queries_nope", {tokens(), hq, r}, dtype},
             {"queries_pe", {tokens(), hq, e}, dtype},
@@ -95,7 +98,15 @@ class MlaPageCase final : public OpCase {
   }
   int64_t seqs() const { return size(decode_, "--decode") + size(prefill_, "--prefill"); }
   int64_t q_len(int64_t s) const { return s < size(decode_, "--decode") ? 1 : size(chunk_, "--chunk"); }
-  int64_t tokens() const { return size(decode_, "--decode") + size(prefill_, "--prefill") * size(chunk_, "--chunk"); }
+  // a * b for option-derived sizes (each below 2^42), refused past 2^40 before it could overflow.
+  static int64_t product(int64_t a, int64_t b, const char* what) {
+    if (b > 0 && a > (int64_t{1} << 40) / b)
+      throw InvalidArgument(fmt::format("{}: {} x {} is more than 2^40", what, a, b));
+    return a * b;
+  }
+  int64_t tokens() const {
+    return size(decode_, "--decode") + product(size(prefill_, "--prefill"), size(chunk_, "--chunk"), "--prefill x --chunk");
+  }
   int64_t page_size() const { return std::max<int64_t>(2, (size(ps_, "--page-size") + 1) / 2 * 2); }
   int64_t context() const { return std::max(size(ctx_, "--context"), std::max<int64_t>(1, size(chunk_, "--chunk"))); }
   std::string decode_ = "4", prefill_ = "1", chunk_ = "17", hq_ = "16", r_ = "512", e_ = "64", ps_ = "16",
