@@ -130,7 +130,10 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
   const SeqSpan seq = sequence_span(f, t / (f.heads_kv * kblocks));
   const i64 hk = t / kblocks % f.heads_kv, k0 = (t % kblocks) * BK;
   if (k0 >= seq.len_k) return;
-  const int lane = threadIdx.x & 31, warp_row0 = (threadIdx.x >> 5) * 16, wg = threadIdx.x >> 7;
+  // wg from lane 0: ptxas then knows it warp-uniform and keeps the operands' descriptors in
+  // uniform registers (as flash_fwd_sm90.cuh does).
+  const int lane = threadIdx.x & 31, warp_row0 = (threadIdx.x >> 5) * 16;
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x >> 7), 0);
   const int valid_k = int(min_of<i64>(BK, seq.len_k - k0));
   const i64 krow = seq.k_begin + k0;
   sm90_bwd_load<D, T>(sK, static_cast<const u16*>(f.k) + seq.b * f.k_stride_b + krow * f.k_stride_s + hk * f.k_stride_h,
@@ -185,6 +188,10 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
     float s[1][BQ / 8][4], dp[1][BQ / 8][4];
     zero<BQ / 8>(s);
     zero<BQ / 8>(dp);
+    // The zeros written before the fence: left for later, they made ptxas insert a
+    // warpgroup.arrive and wait between the two products.
+    fence_operands<BQ / 2>(&s[0][0][0]);
+    fence_operands<BQ / 2>(&dp[0][0][0]);
     wgmma_fence();
     sm90_bwd_ss<BQ, E, D / 16>(&s[0][0][0], sK + wg * 64 * 128, BK, q_tile);    // S^T = K Q^T
     sm90_bwd_ss<BQ, E, D / 16>(&dp[0][0][0], sV + wg * 64 * 128, BK, do_tile);  // dP^T = V dO^T
@@ -251,7 +258,10 @@ template <class Cfg> __device__ void bwd_q_sm90(const FlashBwdParams& p) {
   const i64 h = t / qblocks % f.heads_q, hk = h / (f.heads_q / f.heads_kv);
   const i64 q0 = (qblocks - 1 - t % qblocks) * BQ;  // heaviest (causal) blocks first
   if (q0 >= seq.len_q) return;
-  const int lane = threadIdx.x & 31, warp_row0 = (threadIdx.x >> 5) * 16, wg = threadIdx.x >> 7;
+  // wg from lane 0: ptxas then knows it warp-uniform and keeps the operands' descriptors in
+  // uniform registers (as flash_fwd_sm90.cuh does).
+  const int lane = threadIdx.x & 31, warp_row0 = (threadIdx.x >> 5) * 16;
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x >> 7), 0);
   const int valid_q = int(min_of<i64>(BQ, seq.len_q - q0));
   const i64 row = seq.q_begin + q0;
   sm90_bwd_load<D, T>(sQ, static_cast<const u16*>(f.q) + seq.b * f.q_stride_b + row * f.q_stride_s + h * f.q_stride_h,
@@ -296,6 +306,10 @@ template <class Cfg> __device__ void bwd_q_sm90(const FlashBwdParams& p) {
     float s[1][BK / 8][4], dp[1][BK / 8][4];
     zero<BK / 8>(s);
     zero<BK / 8>(dp);
+    // The zeros written before the fence: left for later, they made ptxas insert a
+    // warpgroup.arrive and wait between the two products.
+    fence_operands<BK / 2>(&s[0][0][0]);
+    fence_operands<BK / 2>(&dp[0][0][0]);
     wgmma_fence();
     sm90_bwd_ss<BK, E, D / 16>(&s[0][0][0], sQ + wg * 64 * 128, BQ, k_tile);    // S = Q K^T
     sm90_bwd_ss<BK, E, D / 16>(&dp[0][0][0], sdO + wg * 64 * 128, BQ, v_tile);  // dP = dO V^T
