@@ -193,17 +193,19 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
     fence_operands<BQ / 2>(&s[0][0][0]);
     fence_operands<BQ / 2>(&dp[0][0][0]);
     wgmma_fence();
-    sm90_bwd_ss<BQ, E, D / 16>(&s[0][0][0], sK + wg * 64 * 128, BK, q_tile);    // S^T = K Q^T
+    sm90_bwd_ss<BQ, E, D / 16>(&s[0][0][0], sK + wg * 64 * 128, BK, q_tile);  // S^T = K Q^T
+    wgmma_commit();
     sm90_bwd_ss<BQ, E, D / 16>(&dp[0][0][0], sV + wg * 64 * 128, BK, do_tile);  // dP^T = V dO^T
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // S^T; dP^T may still run
     fence_operands<BQ / 2>(&s[0][0][0]);
-    fence_operands<BQ / 2>(&dp[0][0][0]);
     bwd_logits<C>(s, f);
     const bool masked = !tile_fully_visible<bounded_mask(C::kFlags)>(m, q0, q0 + BQ - 1, k0, k0 + BK - 1);
     const int col0 = 2 * (lane & 3);
     const float* lse = sLse + stage * BQ;
     const float* delta = sDelta + stage * BQ;
+    // Element (nt, i) of the accumulators is key row (lane / 4 + 8 (i / 2)) of the warp's 16 and
+    // query column nt * 8 + col0 + i % 2 of the tile.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const i64 j = k0 + warp_row0 + (lane >> 2) + half * 8;
@@ -218,15 +220,28 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
           float& x = s[0][nt][2 * half + e];
           if (col < lo || col > hi) x = neg_inf_f32();
           if (segments && !segment_visible(sSeg[stage * BQ + q], k_seg[half])) x = neg_inf_f32();
-          bwd_grad(x, dp[0][nt][2 * half + e], lse[q], delta[q], cap_ln2);
+          if constexpr (!C::kSoftcap) x = bwd_prob(x, lse[q]);
         }
     }
+    // dS^T once dP^T is done (with a soft cap P too: its Jacobian needs the logits). Issuing
+    // dV before forming dS^T kept P^T, dS^T and the fp32 P^T live beside both accumulators
+    // (spills at head_dim 128).
+    wgmma_wait<0>();
+    fence_operands<BQ / 2>(&dp[0][0][0]);
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int q = nt * 8 + col0 + i % 2;
+        if constexpr (C::kSoftcap) bwd_grad(s[0][nt][i], dp[0][nt][i], lse[q], delta[q], cap_ln2);
+        else dp[0][nt][i] = bwd_ds_uncapped(s[0][nt][i], dp[0][nt][i], delta[q]);
+      }
     u32 pa[BQ / 16][4], da[BQ / 16][4];
     sm90_bwd_pack<E, BQ / 8>(pa, s);
     sm90_bwd_pack<E, BQ / 8>(da, dp);
     wgmma_fence();
     sm90_bwd_rs<D, E, BQ / 16>(&dv[0][0][0], pa, do_tile, BQ);  // dV += P^T dO
-    sm90_bwd_rs<D, E, BQ / 16>(&dk[0][0][0], da, q_tile, BQ);   // dK += dS^T Q
+    sm90_bwd_rs<D, E, BQ / 16>(&dk[0][0][0], da, q_tile, BQ);  // dK += dS^T Q
     wgmma_commit();
     wgmma_wait<0>();  // the stage is reloaded after the next barrier
     fence_operands<D / 2>(&dv[0][0][0]);
@@ -311,19 +326,30 @@ template <class Cfg> __device__ void bwd_q_sm90(const FlashBwdParams& p) {
     fence_operands<BK / 2>(&s[0][0][0]);
     fence_operands<BK / 2>(&dp[0][0][0]);
     wgmma_fence();
-    sm90_bwd_ss<BK, E, D / 16>(&s[0][0][0], sQ + wg * 64 * 128, BQ, k_tile);    // S = Q K^T
+    sm90_bwd_ss<BK, E, D / 16>(&s[0][0][0], sQ + wg * 64 * 128, BQ, k_tile);  // S = Q K^T
+    wgmma_commit();
     sm90_bwd_ss<BK, E, D / 16>(&dp[0][0][0], sdO + wg * 64 * 128, BQ, v_tile);  // dP = dO V^T
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // S; P is formed while dP runs
     fence_operands<BK / 2>(&s[0][0][0]);
-    fence_operands<BK / 2>(&dp[0][0][0]);
     bwd_logits<C>(s, f);
     if (tile_needs_mask<C>(m, q0, k0, seq.len_k)) mask_logits<C>(s, ctx, m, seq, k0, lane);
     if constexpr (C::kSegments) mask_segments<C>(s, ctx, seq, k0, lane);
+    if constexpr (!C::kSoftcap) {
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[0][nt][i] = bwd_prob(s[0][nt][i], lse2[i / 2]);
+    }
+    wgmma_wait<0>();
+    fence_operands<BK / 2>(&dp[0][0][0]);
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) bwd_grad(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2);
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (C::kSoftcap) bwd_grad(s[0][nt][i], dp[0][nt][i], lse2[i / 2], delta[i / 2], cap_ln2);
+        else dp[0][nt][i] = bwd_ds_uncapped(s[0][nt][i], dp[0][nt][i], delta[i / 2]);
+      }
     u32 da[BK / 16][4];
     sm90_bwd_pack<E, BK / 8>(da, dp);
     wgmma_fence();

@@ -93,11 +93,16 @@ __device__ __forceinline__ void bwd_logits(float (&s)[C::kMTiles][C::kNTiles][4]
         s[mt][nt][i] = transform_logit<false, C::kSoftcap>(s[mt][nt][i] * f.scale, 0.f, f.softcap, inv_cap, tanh_fn) * kLog2e;
 }
 
+// The two halves of bwd_grad for kernels that take P before dP is ready (flash_bwd_sm90.cuh;
+// without a soft cap, whose Jacobian needs the logit): P from the log2 logit x, then dS.
+__device__ __forceinline__ float bwd_prob(float x, float lse2) { return fast_exp2(prob_exponent(x, lse2)); }
+__device__ __forceinline__ float bwd_ds_uncapped(float prob, float dp, float delta) { return prob * (dp - delta); }
+
 // dS from log2 logits x (-inf: masked), dP, the row's (or column's) lse and delta: P into x,
 // dS (with the softcap Jacobian 1 - (s / cap)^2) into dp.
 __device__ __forceinline__ void bwd_grad(float& x, float& dp, float lse2, float delta, float cap_ln2) {
-  const float prob = fast_exp2(prob_exponent(x, lse2));
-  float ds = prob * (dp - delta);
+  const float prob = bwd_prob(x, lse2);
+  float ds = bwd_ds_uncapped(prob, dp, delta);
   if (cap_ln2 != 0.f) {
     const float t = x * cap_ln2;
     ds = prob > 0.f ? ds * (1.f - t * t) : 0.f;
