@@ -1,6 +1,6 @@
 // CUDA flash attention backward, sm_90a: the two kernels of flash_bwd_tc.cuh (dK/dV with K and V
-// resident, dQ with Q and dO resident; the same blocks, walks, masks and gradient formulas) with
-// their four matrix products on wgmma instead of mma.sync. Warpgroups own 64 rows (keys, resp.
+// resident, dQ with Q and dO resident; the same walks, masks and gradient formulas; dQ blocks of
+// block_k queries) with their matrix products on wgmma instead of mma.sync. Warpgroups own 64 rows (keys, resp.
 // queries), each warp 16 of them, so the accumulators have the mma.sync C-fragment layout and the
 // masking and dS code is the mma.sync kernels'. Tiles are cp.async double buffers stored in the
 // forward's 128-byte-swizzled layout (sm90/epilogue.cuh sw128_offset), which both wgmma operand
@@ -17,16 +17,11 @@
 
 namespace ejk::cuda {
 
-// The sm90a path's tiles: 64-row warpgroups on both sides and whole 64-column swizzle boxes.
-EJK_HD constexpr bool flash_bwd_wgmma_shape(long long head_dim, long long bq, long long bk) {
-  return (head_dim == 64 || head_dim == 128) && bq % 64 == 0 && bk % 64 == 0 && bq <= 128 && bk <= 128;
-}
-
-// Which backward variants take these kernels: sm90a keys of the tensor-core path without bias,
-// dropout or a dense mask, of a shape above. The others keep flash_bwd_tc.cuh.
+// Whether a variant takes these kernels (flash_bwd_launch.h flash_bwd_wgmma; the others keep
+// flash_bwd_tc.cuh).
 template <class Cfg> EJK_HD constexpr bool flash_bwd_uses_wgmma() {
-  return Cfg::kArch == Arch::sm90a && !Cfg::kFlags.bias && !Cfg::kFlags.dropout && !Cfg::kFlags.dense_mask &&
-         flash_bwd_wgmma_shape(Cfg::kD, Cfg::kBlockQ, Cfg::kBlockK);
+  return flash_bwd_wgmma(Cfg::kArch == Arch::sm90a, Cfg::kFlags.bias, Cfg::kFlags.dropout, Cfg::kFlags.dense_mask,
+                         Cfg::kD, Cfg::kBlockQ, Cfg::kBlockK);
 }
 
 // 16-byte chunks of `valid` rows (the rest zero-filled) of a [rows x D] tile into the swizzled
@@ -257,12 +252,16 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
                           p.dv_stride_s, BK, valid_k, warp_row0, lane);
 }
 
-// dQ of one (sequence, q head, block_q queries) over the visible key tiles, a warpgroup per 64
-// queries.
+// dQ of one (sequence, q head, block_k queries) over the visible tiles of block_q keys, a
+// warpgroup per 64 queries.
 template <class Cfg> __device__ void bwd_q_sm90(const FlashBwdParams& p) {
-  using C = BwdQConfig<Cfg>;  // rows: queries
+  // Blocks of block_k queries over tiles of block_q keys (flash_bwd_launch.h flash_bwd_dq_shape):
+  // both kernels' blocks then hold block_k rows and share each streamed tile among as many
+  // warpgroups.
   constexpr Elem E = Cfg::E;
-  constexpr int D = Cfg::kD, BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, T = C::kThreads;
+  constexpr int D = Cfg::kD, BQ = Cfg::kBlockK, BK = Cfg::kBlockQ;
+  using C = FlashFwdSm80Config<E, D, BQ, BK, Cfg::kFlags, 16>;  // rows: queries
+  constexpr int T = C::kThreads;
   static_assert(T == BQ / 64 * 128 && flash_bwd_sm90_q_smem(D, BQ, BK) <= flash_bwd_q_smem(D, BQ, BK));
   constexpr u32 kKV = BK * D * 2, kQ = BQ * D * 2;
   unsigned char* base = sm90_bwd_smem_base();
