@@ -113,7 +113,7 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
   using C = BwdKvConfig<Cfg>;  // rows: keys (the mask helpers' constants)
   constexpr Elem E = Cfg::E;
   constexpr int D = Cfg::kD, BK = Cfg::kBlockK, BQ = Cfg::kBlockQ, T = C::kThreads;
-  static_assert(T == BK / 64 * 128 && flash_bwd_sm90_kv_smem(D, BQ, BK) <= flash_bwd_kv_smem(D, BQ, BK));
+  static_assert(T == BK / 64 * 128 && T >= BQ && flash_bwd_sm90_kv_smem(D, BQ, BK) <= flash_bwd_kv_smem(D, BQ, BK));
   constexpr u32 kKV = BK * D * 2, kQ = BQ * D * 2;  // tile bytes
   unsigned char* base = sm90_bwd_smem_base();
   const u32 sK = smem_addr(base), sV = sK + kKV, sQ = sV + kKV, sdO = sQ + 2 * kQ;  // sQ, sdO: [2]
@@ -150,16 +150,40 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
     sm90_bwd_load<D, T>(sdO + stage * kQ,
                         static_cast<const u16*>(p.d_out) + seq.b * p.do_stride_b + row * p.do_stride_s + h * p.do_stride_h,
                         p.do_stride_s, BQ, valid_q);
-    for (int r = threadIdx.x; r < BQ; r += T) {
-      const i64 i = q0 + r;
-      sLse[stage * BQ + r] = bwd_lse_log2(f, seq, h, i);
-      sDelta[stage * BQ + r] = i < seq.len_q ? p.delta[bwd_row_at(f, seq, h, i)] : 0.f;
-      if (segments) sSeg[stage * BQ + r] = i < seq.len_q ? f.q_segment_ids[seq.index * f.q_seg_stride_b + i] : -1;
+  };
+  // A query tile's lse, delta and segment ids are read into registers a step before they are
+  // staged in shared memory (by the thread of each row: T >= BQ), so that no store waits for its
+  // global load ahead of the step's products. Rows past the sequence keep the defaults (an lse
+  // of -inf reads as +inf: probability 0).
+  struct Rows {
+    float lse, delta;
+    i32 seg;
+  };
+  auto fetch_rows = [&](i64 at) {
+    Rows v{neg_inf_f32(), 0.f, -1};
+    const int r = threadIdx.x;
+    if (r < BQ && !walk.done(at)) {
+      const i64 h = hk * group + walk.head(at), i = i64(walk.tile(at)) * BQ + r;
+      if (i < seq.len_q) {
+        v.lse = f.lse[bwd_row_at(f, seq, h, i)];
+        v.delta = p.delta[bwd_row_at(f, seq, h, i)];
+        if (segments) v.seg = f.q_segment_ids[seq.index * f.q_seg_stride_b + i];
+      }
     }
+    return v;
+  };
+  auto stage_rows = [&](const Rows& v, int stage) {
+    const int r = threadIdx.x;
+    if (r >= BQ) return;
+    sLse[stage * BQ + r] = bwd_lse_to_log2(v.lse);
+    sDelta[stage * BQ + r] = v.delta;
+    if (segments) sSeg[stage * BQ + r] = v.seg;
   };
   i64 step = walk.first();
   if (!walk.done(step)) load_q(step, 0);
   cp_async_commit();
+  stage_rows(fetch_rows(step), 0);
+  Rows ahead = fetch_rows(walk.next(step));  // the next step's
 
   i32 k_seg[2] = {0, 0};  // the key segment of each row this lane owns (clamped into the sequence)
   if (segments)
@@ -178,6 +202,8 @@ template <class Cfg> __device__ void bwd_kv_sm90(const FlashBwdParams& p) {
     const int stage = int(walk.ordinal(step, 0) & 1);
     if (!walk.done(following)) load_q(following, stage ^ 1);
     cp_async_commit();
+    stage_rows(ahead, stage ^ 1);  // read by the following step, after its barrier
+    ahead = fetch_rows(walk.next(following));
     const i64 q0 = i64(walk.tile(step)) * BQ;
     const u32 q_tile = sQ + stage * kQ, do_tile = sdO + stage * kQ;
     float s[1][BQ / 8][4], dp[1][BQ / 8][4];

@@ -26,6 +26,11 @@ __device__ __forceinline__ float bwd_lse_log2(const FlashFwdParams& f, const Seq
   const float lse = f.lse[bwd_row_at(f, seq, h, i)];
   return lse == neg_inf_f32() ? __int_as_float(0x7f800000) : lse * kLog2e;
 }
+// bwd_lse_log2's mapping of an lse read earlier (-inf for rows past the sequence); bwd_lse_log2
+// keeps its own expression, since calling this changed the code of the kernels that use it.
+__device__ __forceinline__ float bwd_lse_to_log2(float lse) {
+  return lse == neg_inf_f32() ? __int_as_float(0x7f800000) : lse * kLog2e;
+}
 
 template <class Cfg> __device__ void bwd_delta_rows(const FlashBwdParams& p) {
   constexpr Elem E = Cfg::E;
