@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "ejk/kernels/cuda/flash_bwd_launch.h"
 #include "engine/call.h"
 #include "engine/metadata.h"
 #include "ops/flash_attention/flash_args.h"
@@ -78,7 +79,11 @@ std::vector<VariantKey> FlashAttentionBackwardOp::companions(const VariantKey& k
 
 void FlashAttentionBackwardOp::plan_facts(const engine::PlanData& plan, void* facts) const {
   auto* f = new (facts) FlashBwdPlanFacts{};
-  f->block_q = plan.key.get_int("block_q"), f->block_k = plan.key.get_int("block_k");
+  const VariantKey& key = plan.key;
+  f->block_q = key.get_int("block_q"), f->block_k = key.get_int("block_k");
+  f->wgmma = key.backend == "cuda" &&
+             cuda::flash_bwd_wgmma(key.target == "sm90a", key.get_flag("bias"), key.get_flag("dropout"),
+                                   key.get_flag("dmask"), key.get_int("head_dim"), f->block_q, f->block_k);
 }
 
 engine::CpuWork FlashAttentionBackwardOp::cpu_prepare(const engine::Bound& b, const engine::PlanData& plan,
