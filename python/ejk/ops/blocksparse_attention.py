@@ -122,13 +122,14 @@ def _sinks(fw, aux, heads, kv_heads):
 
 def _lower(fw, mask_info, tensors, scalars):
     """mask_info as segment ids and a band, merged into tensors and scalars."""
-    from .. import types
-    if not isinstance(mask_info, types.MaskInfo):
-        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
-    lowered = mask_info.lower("mask_info")
+    lowered = _kit.lower_mask_info(mask_info)
+    if lowered.attention_mask is not None:
+        raise NotImplementedError("mask_info: a dense term (a 3-D/4-D mask, per-batch offsets, decode/prefill slices, "
+                                  "a union of token types) is not supported by blocksparse_attention in ejkernel "
+                                  "(C++): give segment ids, causal and window only")
     if lowered.q_segment_ids is not None:
-        tensors["q_segment_ids"] = fw.from_jax(lowered.q_segment_ids, tensors["q"])
-        tensors["kv_segment_ids"] = fw.from_jax(lowered.kv_segment_ids, tensors["q"])
+        tensors["q_segment_ids"] = fw.adopt(lowered.q_segment_ids, tensors["q"])
+        tensors["kv_segment_ids"] = fw.adopt(lowered.kv_segment_ids, tensors["q"])
     if lowered.band != (None, None):
         scalars["causal"], scalars["sliding_window"] = _band(lowered.band, scalars["causal"],
                                                              scalars["sliding_window"], tensors["k"].shape[2])

@@ -188,34 +188,27 @@ def _dropout_scalars(dropout_prob, dropout_seed):
 def _lower(fw, mask_info, tensors, scalars):
     """mask_info as segment ids and a band, merged into tensors and scalars; returns the seed's
     visible query ids (rows at -1 give 0), or None."""
-    from .. import types
-    if not isinstance(mask_info, types.MaskInfo):
-        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
+    lowered = _kit.lower_mask_info(mask_info)
     if "cum_seqlens_q" in tensors:
         raise NotImplementedError("mask_info: not with packed varlen (cum_seqlens_q) in ejkernel (C++)")
-    lowered = mask_info.lower("mask_info")
     if lowered.attention_mask is not None:
-        tensors["attention_mask"] = _dense_mask(fw, lowered.attention_mask, tensors["q"])
+        tensors["attention_mask"] = _dense_mask(fw, mask_info.xp, lowered.attention_mask, tensors["q"])
     if lowered.q_segment_ids is not None:
-        tensors["q_segment_ids"] = fw.from_jax(lowered.q_segment_ids, tensors["q"])
-        tensors["kv_segment_ids"] = fw.from_jax(lowered.kv_segment_ids, tensors["q"])
+        tensors["q_segment_ids"] = fw.adopt(lowered.q_segment_ids, tensors["q"])
+        tensors["kv_segment_ids"] = fw.adopt(lowered.kv_segment_ids, tensors["q"])
     if lowered.band != (None, None):
         causal, window = _band(lowered.band, fw.scalar("causal", scalars["causal"], "bool"),
                                scalars["sliding_window"], tensors["k"].shape[1])
         scalars["causal"], scalars["sliding_window"] = causal, window
     visible = mask_info.q_segment_ids
-    return None if visible is None else fw.from_jax(visible, tensors["q"])
+    return None if visible is None else fw.adopt(visible, tensors["q"])
 
 
-def _dense_mask(fw, mask, q):
-    """MaskInfo's dense term (bool [B, H|1, Q, K]) as the kernel's attention_mask: uint8 on q's
-    device, true = visible."""
-    import jax.numpy as jnp
-    m = jnp.asarray(mask)
-    if m.ndim == 3:
-        m = m[:, None]
-    m = (m != 0).astype(jnp.uint8)
-    return m if fw.name == "jax" else fw.from_jax(m, q)
+def _dense_mask(fw, xp, mask, q):
+    """MaskInfo's dense term (bool [B, H|1, Q, K], in the MaskInfo's arrays: `xp`) as the
+    kernel's attention_mask: uint8 on q's device, true = visible."""
+    m = mask[:, None] if mask.ndim == 3 else mask
+    return fw.adopt(xp.astype(m != 0, xp.uint8), q)
 
 
 def _band(band, causal, sliding_window, kv_len):
