@@ -146,11 +146,18 @@ class MaskInfo(MaskStructure):
 
 
 def _flatten(info):
+    """The tensors as children (torch's pytree keeps None as a leaf: absent ones are left out,
+    their names with the static fields as the context)."""
     children, aux = info.tree_flatten()
-    return list(children), aux
+    names = tuple(n for n, x in zip(MaskInfo._CHILDREN, children) if x is not None)
+    return [x for x in children if x is not None], (names, aux)
 
 
-pytree.register_pytree_node(MaskInfo, _flatten, lambda children, aux: MaskInfo.tree_unflatten(aux, children),
-                            serialized_type_name="ejk.types.torch.MaskInfo")
+def _unflatten(children, context):
+    names, aux = context
+    return MaskInfo(**dict(zip(names, children)), **dict(aux))
+
+
+pytree.register_pytree_node(MaskInfo, _flatten, _unflatten, serialized_type_name="ejk.types.torch.MaskInfo")
 
 __all__ = ["MaskInfo", "mask_to_segment_ids", "segment_ids_to_mask"]

@@ -1,0 +1,260 @@
+"""ejk.types.torch.MaskInfo: every constructor and composition of mask_cases.py against a dense
+boolean reference written here with NumPy, and against the seed's MaskInfo and ejk's JAX one on
+the same inputs (each run by its own interpreter, where installed: EJK_SEED_PYTHON, EJK_JAX_PYTHON);
+a torch pytree; ejk.torch.flash_attention(mask_info=...) against the float64 reference and against
+the same call with the dense mask as an explicit attention_mask, forward and gradients, eager and
+under torch.compile (fullgraph: a structural mask lowers without reading a value on the host);
+blocksparse_attention(mask_info=...) against the reference."""
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import flash_grad_reference as ref
+import mask_cases
+from torch_support import assert_rel_l2, import_torch, no_cpu_jit, numpy64, poison
+
+torch = import_torch()
+import ejk.torch  # noqa: E402
+import ejk.types.torch as torch_types  # noqa: E402
+from ejk.types.torch import MaskInfo  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+CASES = mask_cases.cases(torch_types)
+OWN_DRAW = {"random"}  # drawn by a torch.Generator, not jax.random: compared with its own reference
+OTHERS = {"seed": (os.environ.get("EJK_SEED_PYTHON", "/work/venvs/seed/bin/python"), "ejkernel.types"),
+          "jax": (os.environ.get("EJK_JAX_PYTHON", "/work/venvs/py/bin/python"), "ejk.types")}
+
+
+@pytest.fixture(scope="module", params=sorted(OTHERS))
+def other_results(request, tmp_path_factory):
+    python, module = OTHERS[request.param]
+    if not os.path.exists(python):
+        pytest.skip(f"no interpreter for {module} at {python}")
+    path = tmp_path_factory.mktemp(request.param) / "masks.npz"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(HERE.parent))  # ejk.types from this tree
+    r = subprocess.run([python, str(HERE / "seed_masks.py"), str(path), module], cwd=HERE, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(np.load(path))
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - OWN_DRAW))
+def test_same_as_the_seed_and_the_jax_mask_info(name, other_results):
+    mine = mask_cases.results(CASES[name]())
+    theirs = {key.split("/", 1)[1]: v for key, v in other_results.items() if key.startswith(name + "/")}
+    assert set(mine) == set(theirs)
+    for key in mine:
+        assert mine[key].shape == theirs[key].shape, key
+        np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+
+
+def dense_references():
+    """name -> the dense mask [B, Q', K'] of each case of mask_cases.py, from the definitions."""
+    seg, pad, dense3, tt = mask_cases._inputs()
+    qi, kj = np.arange(mask_cases.Q)[:, None], np.arange(mask_cases.K)[None, :]
+
+    def same(a, b=None):
+        b = a if b is None else b
+        return (a[:, :, None] == b[:, None, :]) & (a[:, :, None] >= 0) & (b[:, None, :] >= 0)
+
+    def band(left, right, offset=0):
+        return (kj >= qi + offset - left) & (kj <= qi + offset + right)
+
+    valid = pad != 0
+    padded = valid[:, :, None] & valid[:, None, :]
+    segments, causal = same(seg), kj <= qi
+    spans = np.array([[0, 9], [2, 12]])
+    in_span = (np.arange(mask_cases.Q)[None] >= spans[:, :1]) & (np.arange(mask_cases.Q)[None] < spans[:, 1:])
+    types = np.where(tt == 0, -1, tt)  # type 0 disabled (zero_policy "q")
+    kv_lengths = segments & causal & (np.arange(mask_cases.K)[None, None] < np.array([7, 12])[:, None, None])
+    return {
+        "segments": segments,
+        "segments-is-attn-mask": padded,
+        "padding-2d": padded,
+        "padding-2d-inverted": padded,
+        "dense-3d": dense3,
+        "dense-4d-segments": segments,
+        "cu-seqlens": in_span[:, :, None] & in_span[:, None, :],
+        "causal": segments & causal,
+        "causal-offset": segments & (kj <= qi + 2),
+        "causal-batch-offset": segments & (kj[None] <= qi[None] + np.array([0, 3])[:, None, None]),
+        "window": segments & band(3, 3),
+        "window-pair-causal": segments & band(4, 0),
+        "window-offset": padded & band(2, 2, offset=1),
+        "window-decode": (segments & band(3, 0))[:, 6:7, 3:7],   # row 6, keys 6 - 3 .. 6
+        "window-prefill": (segments & band(4, 0))[:, :, 7:],     # the last 4 + 0 + 1 keys
+        "chunked": segments & causal & (qi // 4 == kj // 4),
+        "chunked-causal": padded & causal & (qi // 5 == kj // 5),
+        "token-types-intersect": padded & same(types),
+        "token-types-union": (segments & causal) | same(types),
+        "token-types-replace": tt[:, :, None] == tt[:, None, :],
+        "kv-lengths": np.stack([kv_lengths[0, 3:7], kv_lengths[1, 8:12]]),  # the 4 rows ending at 7 and 12
+        "dynamic-init-padding": padded,
+        "dynamic-init-ids": np.ones((mask_cases.B, mask_cases.Q, mask_cases.Q), bool),
+        "materialized-segment-ids": dense3,
+    }
+
+
+REFERENCES = dense_references()
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_dense_mask_and_bias_against_the_reference(name):
+    info = CASES[name]()
+    mask = info.attention_mask
+    assert isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+    np.testing.assert_array_equal(mask.numpy(), REFERENCES[name][:, None])
+    bias = info.create_bias(torch.bfloat16)
+    assert bias.dtype == torch.bfloat16
+    np.testing.assert_array_equal(bias.float().numpy() == 0, REFERENCES[name][:, None])
+    assert (bias.float().numpy()[~REFERENCES[name][:, None]] == torch.finfo(torch.bfloat16).min).all()
+    assert info.to_dtype(np.float32).attention_mask.dtype == torch.float32
+
+
+def test_dense_constructors_per_head_and_inverted(rng):
+    dense = rng.random((2, 3, 5, 7)) > 0.5
+    np.testing.assert_array_equal(MaskInfo.from_attention_mask(torch.from_numpy(dense)).attention_mask.numpy(), dense)
+    inverted = MaskInfo.from_attention_mask(torch.from_numpy(dense[:, 0]), mask_is_valid=False)
+    np.testing.assert_array_equal(inverted.attention_mask.numpy(), ~dense[:, :1])
+    with pytest.raises(ValueError, match=r"^attention_mask: expected \[B, S\], \[B, Q, K\] or \[B, H, Q, K\]"):
+        MaskInfo.from_attention_mask(torch.zeros(2, 2, 2, 2, 2, dtype=torch.bool))
+
+
+def test_random_is_its_seeds_draw():
+    a, b = MaskInfo.from_random(2, 16, 24, sparsity=0.3, seed=5), MaskInfo.from_random(2, 16, 24, sparsity=0.3, seed=5)
+    assert torch.equal(a.attention_mask, b.attention_mask) and a.attention_mask.shape == (2, 1, 16, 24)
+    assert not torch.equal(a.attention_mask, MaskInfo.from_random(2, 16, 24, sparsity=0.3, seed=6).attention_mask)
+    masked = 1.0 - a.attention_mask.float().mean().item()
+    assert 0.2 < masked < 0.4, masked
+
+
+def test_helpers_and_pytree():
+    seg = torch.from_numpy(mask_cases._inputs()[0])
+    mask = torch_types.segment_ids_to_mask(seg)
+    q_ids, kv_ids = torch_types.mask_to_segment_ids(mask)
+    assert torch.equal(torch_types.segment_ids_to_mask((q_ids, kv_ids)), mask)
+    info = MaskInfo.from_segments(seg).apply_causal()
+    leaves, spec = torch.utils._pytree.tree_flatten(info)
+    assert leaves and all(isinstance(x, torch.Tensor) for x in leaves)
+    again = torch.utils._pytree.tree_unflatten(leaves, spec)
+    assert isinstance(again, MaskInfo) and torch.equal(again.attention_mask, info.attention_mask)
+
+
+# --- ops with mask_info= -------------------------------------------------------------------------
+
+LOWERED = ["segments", "segments-is-attn-mask", "padding-2d", "dense-4d-segments", "cu-seqlens", "causal",
+           "causal-offset", "window", "window-pair-causal", "window-offset", "chunked", "chunked-causal",
+           "token-types-intersect", "token-types-replace"]
+DENSE = ["dense-3d", "causal-batch-offset", "token-types-union", "materialized-segment-ids", "random"]
+needs_jit = pytest.mark.skipif(bool(no_cpu_jit()), reason=f"CPU variants outside the built-in set: {no_cpu_jit()}")
+
+
+def _inputs(rng, dtype, d=32):
+    shape = (mask_cases.B, mask_cases.Q, 2, d)
+    x = {n: torch.from_numpy(rng.standard_normal(shape)).to(dtype).requires_grad_() for n in ("q", "k", "v")}
+    return x, torch.from_numpy(rng.standard_normal(shape)).float()
+
+
+def _rows(info):
+    """[B, Q, 1, 1]: the query rows the seed keeps (its visible query id is not -1)."""
+    ids = info.q_segment_ids
+    return torch.ones((), dtype=torch.bool) if ids is None else (ids >= 0)[:, :, None, None]
+
+
+def _reference(x, w, info):
+    """float64 out (rows whose visible query id is -1 at 0, the seed's) and its gradients."""
+    x64 = {n: t.detach().double().requires_grad_() for n, t in x.items()}
+    out, _ = ref.attention(torch, x64["q"], x64["k"], x64["v"], info.attention_mask)
+    out = out * _rows(info)
+    (out * w.double()).sum().backward()
+    return out.detach(), {n: t.grad for n, t in x64.items()}
+
+
+def _run(fn, x, w):
+    poison(torch, "cpu", (mask_cases.B, mask_cases.Q, 2, 32), (mask_cases.B, 2, mask_cases.Q))
+    out = fn(x["q"], x["k"], x["v"])
+    (out.float() * w).sum().backward()
+    grads = {n: t.grad.clone() for n, t in x.items()}
+    for t in x.values():
+        t.grad = None
+    return out.detach(), grads
+
+
+@needs_jit
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", LOWERED + DENSE)
+def test_flash_attention_with_mask_info(rng, name, dtype):
+    info = CASES[name]()
+    x, w = _inputs(rng, dtype)
+    out, grads = _run(lambda q, k, v: ejk.torch.flash_attention(q, k, v, mask_info=info), x, w)
+    want, want_grads = _reference(x, w, info)
+    dtype_name = str(dtype).removeprefix("torch.")
+    assert_rel_l2(out, numpy64(want), dtype_name)
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(want_grads[n]), "float32" if dtype == torch.float32 else "bfloat16")
+
+    # The same call with the dense mask given to the kernel directly (rows at -1 zeroed likewise).
+    mask = info.attention_mask.to(torch.uint8)
+    rows = _rows(info)
+    explicit = (lambda q, k, v: torch.ops.ejk.flash_attention(q, k, v, None, None, None, None, None, None,
+                                                              mask)[0] * rows)
+    out2, grads2 = _run(explicit, x, w)
+    assert_rel_l2(out, numpy64(out2), dtype_name)
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(grads2[n]), "float32" if dtype == torch.float32 else "bfloat16")
+
+
+@needs_jit
+@pytest.mark.parametrize("name", ["causal", "chunked-causal", "window-pair-causal", "cu-seqlens", "dense-3d"])
+def test_flash_attention_with_mask_info_compiled(rng, name):
+    """fullgraph: lowering a structural mask reads no value on the host (no graph break); a dense
+    term stays dense under tracing."""
+    info = CASES[name]()
+    x, w = _inputs(rng, torch.float32)
+    compiled = torch.compile(lambda q, k, v, i: ejk.torch.flash_attention(q, k, v, mask_info=i), fullgraph=True)
+    out, grads = _run(lambda q, k, v: compiled(q, k, v, info), x, w)
+    want, want_grads = _reference(x, w, info)
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+
+
+@needs_jit
+def test_mask_info_built_inside_a_compiled_function(rng):
+    seg = torch.from_numpy(mask_cases._inputs()[0])
+    x, w = _inputs(rng, torch.float32)
+    compiled = torch.compile(lambda q, k, v, ids: ejk.torch.flash_attention(
+        q, k, v, mask_info=MaskInfo.from_segments(ids).apply_sliding_window((3, 0))), fullgraph=True)
+    out, grads = _run(lambda q, k, v: compiled(q, k, v, seg), x, w)
+    want, want_grads = _reference(x, w, MaskInfo.from_segments(seg).apply_sliding_window((3, 0)))
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+
+
+@needs_jit
+@pytest.mark.parametrize("name", ["segments", "causal", "window-pair-causal"])
+def test_blocksparse_attention_with_mask_info(rng, name):
+    info = CASES[name]()
+    x, w = _inputs(rng, torch.float32)
+    heads_first = (lambda t: t.transpose(1, 2))  # blocksparse_attention's [B, H, S, D]
+    fn = (lambda q, k, v: heads_first(ejk.torch.blocksparse_attention(
+        heads_first(q), heads_first(k), heads_first(v), mask_info=info, causal=False)))
+    out, grads = _run(fn, x, w)
+    want, want_grads = _reference(x, w, info)
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+
+
+def test_refusals_name_the_argument():
+    q = torch.zeros(mask_cases.B, mask_cases.Q, 2, 32)
+    with pytest.raises(TypeError, match=r"^mask_info: expected an ejk.types.MaskInfo \(or ejk.types.torch.MaskInfo\)"):
+        ejk.torch.flash_attention(q, q, q, mask_info=torch.ones(2, 12, dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match=r"^mask_info: a dense term"):
+        ejk.torch.blocksparse_attention(*(q.transpose(1, 2),) * 3, mask_info=CASES["dense-3d"](), causal=False)
+    with pytest.raises(NotImplementedError, match=r"^mask_info: keys at k - q in \[-inf, -1\]"):
+        ejk.torch.flash_attention(q, q, q, mask_info=CASES["segments"]().apply_causal(-1))
