@@ -43,12 +43,7 @@ def other_results(request, tmp_path_factory):
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - OWN_DRAW))
 def test_same_as_the_seed_and_the_jax_mask_info(name, other_results):
-    mine = mask_cases.results(CASES[name]())
-    theirs = {key.split("/", 1)[1]: v for key, v in other_results.items() if key.startswith(name + "/")}
-    assert set(mine) == set(theirs)
-    for key in mine:
-        assert mine[key].shape == theirs[key].shape, key
-        np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+    mask_cases.assert_same(name, mask_cases.results(CASES[name]()), other_results)
 
 
 def dense_references():
@@ -248,6 +243,20 @@ def test_blocksparse_attention_with_mask_info(rng, name):
     assert_rel_l2(out, numpy64(want))
     for n in x:
         assert_rel_l2(grads[n], numpy64(want_grads[n]))
+
+
+@needs_jit
+def test_ring_attention_without_a_group_takes_the_segment_ids(rng):
+    info = CASES["segments"]()
+    x, w = _inputs(rng, torch.float32)
+    out, grads = _run(lambda q, k, v: ejk.torch.ring_attention(q, k, v, mask_info=info), x, w)
+    want, want_grads = _reference(x, w, info)
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+    for beyond in ("causal", "dense-3d"):  # a band or a dense term: no per-shard form
+        with pytest.raises(NotImplementedError, match=r"^mask_info: only segment ids in ring_attention"):
+            ejk.torch.ring_attention(x["q"], x["k"], x["v"], mask_info=CASES[beyond]())
 
 
 def test_refusals_name_the_argument():

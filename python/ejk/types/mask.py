@@ -93,16 +93,7 @@ class MaskSharding(NamedTuple):
     kv_positions: PartitionSpec | None
 
 
-def segment_ids_to_mask(segment_ids, dtype=jnp.bool_, return_separate_masks=False):
-    """[B, 1, Q, K]: (q == kv) & (q > -1) & (kv > -1); segment_ids is one [B, S] array (self
-    attention) or the pair (q [B, Q], kv [B, K])."""
-    return structure.segment_ids_to_mask(JaxArrays, segment_ids, dtype, return_separate_masks)
-
-
-def mask_to_segment_ids(mask, per_head=False):
-    """Segment ids of a dense mask: rows (and, apart, columns) with the same pattern get the same
-    id, all-false ones -1. [Q, K], [B, Q, K] or [B, H, Q, K] (head 0, unless per_head)."""
-    return structure.mask_to_segment_ids(JaxArrays, mask, per_head)
+segment_ids_to_mask, mask_to_segment_ids = structure.helpers(JaxArrays, jnp.bool_)
 
 
 @jax.tree_util.register_pytree_node_class

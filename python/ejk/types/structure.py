@@ -70,6 +70,20 @@ def mask_to_segment_ids(xp, mask, per_head=False):
     return _first_equal(xp, m), _first_equal(xp, xp.swap_last(m))
 
 
+def helpers(xp, default_dtype):
+    """segment_ids_to_mask and mask_to_segment_ids on `xp`'s arrays, with the seed's signatures."""
+    def to_mask(segment_ids, dtype=default_dtype, return_separate_masks=False):
+        return segment_ids_to_mask(xp, segment_ids, dtype, return_separate_masks)
+
+    def to_ids(mask, per_head=False):
+        return mask_to_segment_ids(xp, mask, per_head)
+
+    for public, shared in ((to_mask, segment_ids_to_mask), (to_ids, mask_to_segment_ids)):
+        public.__name__ = public.__qualname__ = shared.__name__
+        public.__doc__ = shared.__doc__
+    return to_mask, to_ids
+
+
 def positions(xp, ids, pad_value):
     """Each token's position within its segment (restarting at 0 where the id changes); padding
     gets pad_value. A run starts where the id differs from the one before (or after padding)."""
@@ -407,7 +421,8 @@ class MaskStructure(MaskViews):
 
         return self._dense(mask, _q_segment_ids=rows(self._q_segment_ids, idx, 1),
                            _kv_segment_ids=rows(self._kv_segment_ids, start, width),
-                           q_positions=rows(self.q_positions, idx, 1), kv_positions=rows(self.kv_positions, start, width))
+                           q_positions=rows(self.q_positions, idx, 1),
+                           kv_positions=rows(self.kv_positions, start, width))
 
     def _prefill_slice(self, width):
         kv_len = self.kv_len

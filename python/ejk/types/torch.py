@@ -5,6 +5,7 @@ go to the device of the MaskInfo's own; a structural mask (segment ids, causal, 
 lowers without reading a value on the host, so it needs no graph break under torch.compile.
 A pytree (torch.utils._pytree), as the JAX one is JAX's. No JAX needed."""
 import contextlib
+import functools
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ def _device(like):
     return like.device if isinstance(like, torch.Tensor) else None
 
 
-def _reduce(fn, x, axis):
+def _reduce(fn, x, axis=None):
     return fn(x) if axis is None else fn(x, dim=axis)
 
 
@@ -60,25 +61,8 @@ class TorchArrays:
             raise ValueError(f"dtype: {d!r} is no torch dtype")
         return found
 
-    @staticmethod
-    def all(x, axis=None):
-        return _reduce(torch.all, x, axis)
-
-    @staticmethod
-    def any(x, axis=None):
-        return _reduce(torch.any, x, axis)
-
-    @staticmethod
-    def amin(x, axis=None):
-        return _reduce(torch.amin, x, axis)
-
-    @staticmethod
-    def amax(x, axis=None):
-        return _reduce(torch.amax, x, axis)
-
-    @staticmethod
-    def sum(x, axis=None):
-        return _reduce(torch.sum, x, axis)
+    all, any, sum = (staticmethod(functools.partial(_reduce, f)) for f in (torch.all, torch.any, torch.sum))
+    amin, amax = (staticmethod(functools.partial(_reduce, f)) for f in (torch.amin, torch.amax))
 
     @staticmethod
     def cumsum(x, axis):
@@ -124,16 +108,7 @@ class TorchArrays:
         return torch.rand(shape, generator=generator) < p
 
 
-def segment_ids_to_mask(segment_ids, dtype=torch.bool, return_separate_masks=False):
-    """[B, 1, Q, K]: (q == kv) & (q > -1) & (kv > -1); segment_ids is one [B, S] tensor (self
-    attention) or the pair (q [B, Q], kv [B, K])."""
-    return structure.segment_ids_to_mask(TorchArrays, segment_ids, dtype, return_separate_masks)
-
-
-def mask_to_segment_ids(mask, per_head=False):
-    """Segment ids of a dense mask: rows (and, apart, columns) with the same pattern get the same
-    id, all-false ones -1. [Q, K], [B, Q, K] or [B, H, Q, K] (head 0, unless per_head)."""
-    return structure.mask_to_segment_ids(TorchArrays, mask, per_head)
+segment_ids_to_mask, mask_to_segment_ids = structure.helpers(TorchArrays, torch.bool)
 
 
 class MaskInfo(MaskStructure):
