@@ -20,10 +20,10 @@ def blocksparse_attention(fw, query, key, value, softmax_aux=None, bias=None, *,
       softmax_aux: sinks, normalized as the seed's XLA code does: [Hq] or [Hkv] (one per head),
         another 1-D length (shared by every head), [Hq, S] or [Hkv, S]; cast to float32.
       bias: not supported (NotImplementedError; the seed's XLA code raises too).
-      mask_info: an ``ejk.types.MaskInfo``: its segment ids and band become the kernel's
-        segment ids, causal flag and window. Causal and window count positions by index
-        (the seed's positions within a segment give the same mask when q and kv share the
-        segment layout).
+      mask_info: an ``ejk.types.MaskInfo`` (or ``ejk.types.torch.MaskInfo``): its segment ids and
+        band become the kernel's segment ids, causal flag and window (a dense term:
+        NotImplementedError). Causal and window count positions by index (the seed's positions
+        within a segment give the same mask when q and kv share the segment layout).
       attention_mask: [B, Sk], a key padding mask (as the seed's XLA code reads a 2-D one, which
         its type check refuses); a dense 3-D or 4-D mask is NotImplementedError (pass the layout
         through qkv_layouts and segments through mask_info).

@@ -38,9 +38,10 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         the device). They are gathered into [B, Sk, Hkv, D] before the kernel, one more pass
         over the keys read; differentiable (the gradient scatters back into the pages). Not with
         varlen (as the seed).
-      mask_info: an ``ejk.types.MaskInfo``: its segment ids, causal offset, window and chunks
-        become the kernel's segment ids, causal flag and window; a dense term that is a segment
-        mask and concrete becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
+      mask_info: an ``ejk.types.MaskInfo`` (or ``ejk.types.torch.MaskInfo``, the same on torch
+        tensors): its segment ids, causal offset, window and chunks become the kernel's segment
+        ids, causal flag and window; a dense term that is a segment mask and concrete (not
+        traced) becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
         decode/prefill slices, token types; or one under tracing) is read by the kernel's
         mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (not with varlen; on CUDA its
         gradient takes no bias). Query rows whose segment id is -1, or that see no key, give 0.
