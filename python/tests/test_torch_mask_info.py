@@ -267,3 +267,104 @@ def test_refusals_name_the_argument():
         ejk.torch.blocksparse_attention(*(q.transpose(1, 2),) * 3, mask_info=CASES["dense-3d"](), causal=False)
     with pytest.raises(NotImplementedError, match=r"^mask_info: keys at k - q in \[-inf, -1\]"):
         ejk.torch.flash_attention(q, q, q, mask_info=CASES["segments"]().apply_causal(-1))
+
+
+# --- mask_info with packed varlen ----------------------------------------------------------------
+
+LENGTHS_Q, LENGTHS_K = [5, 0, 7, 4], [6, 3, 7, 5]  # an empty query sequence; key packing differs
+
+
+def _packed(rng, lengths_q, lengths_k, three_d):
+    cu_q, cu_k = (torch.tensor(np.r_[0, np.cumsum(n)], dtype=torch.int32) for n in (lengths_q, lengths_k))
+    tq, tk = sum(lengths_q), sum(lengths_k)
+    lead = () if three_d else (1,)
+    x = {n: torch.from_numpy(rng.standard_normal(lead + (t, h, 32))).float().requires_grad_()
+         for n, t, h in (("q", tq, 4), ("k", tk, 2), ("v", tk, 2))}
+    return x, cu_q, cu_k, torch.from_numpy(rng.standard_normal(lead + (tq, 4, 32))).float()
+
+
+def _varlen_reference(x, w, cu_q, cu_k, info, causal=False, window=None):
+    """float64 out, lse and gradients: the packed batch of 1 under the MaskInfo's dense mask and
+    the varlen structure (own sequence's keys, causal / window within the sequence)."""
+    x64 = {n: (t if t.ndim == 4 else t[None]).detach().double().requires_grad_() for n, t in x.items()}
+    tq, tk = x64["q"].shape[1], x64["k"].shape[1]
+    visible = ref.visible_mask(torch, tq, tk, causal=causal, window=window, cum_q=cu_q.numpy(), cum_k=cu_k.numpy())
+    out, lse = ref.attention(torch, x64["q"], x64["k"], x64["v"], info.attention_mask & visible[:, None])
+    out = out * _rows(info)
+    (out * (w if w.ndim == 4 else w[None]).double()).sum().backward()
+    shape = x["q"].shape
+    return out.detach().reshape(shape), lse.detach(), {n: t.grad.reshape(x[n].shape) for n, t in x64.items()}
+
+
+VARLEN = {
+    "dense": dict(mask=lambda tq, tk, rng: MaskInfo.from_attention_mask(torch.from_numpy(rng.random((1, tq, tk)) > 0.3))),
+    "dense-causal": dict(mask=lambda tq, tk, rng: MaskInfo.from_attention_mask(
+        torch.from_numpy(rng.random((1, tq, tk)) > 0.3)), causal=True),
+    "segments-window": dict(mask=lambda tq, tk, rng: MaskInfo.from_segments(
+        torch.from_numpy(rng.integers(-1, 2, (1, tq)).astype(np.int32)),
+        torch.from_numpy(rng.integers(-1, 2, (1, tk)).astype(np.int32))), window=(3, 1)),
+    "packed-causal-offset": dict(mask=lambda tq, tk, rng: MaskInfo.from_segments(
+        torch.zeros(1, tq, dtype=torch.int32), torch.zeros(1, tk, dtype=torch.int32)).apply_causal(2), causal=True),
+}
+
+
+@needs_jit
+@pytest.mark.parametrize("three_d", [True, False], ids=["3d", "4d"])
+@pytest.mark.parametrize("name", sorted(VARLEN))
+def test_flash_attention_varlen_with_mask_info(rng, name, three_d):
+    case = VARLEN[name]
+    x, cu_q, cu_k, w = _packed(rng, LENGTHS_Q, LENGTHS_K, three_d)
+    info = case["mask"](cu_q[-1].item(), cu_k[-1].item(), rng)
+    opts = dict(causal=case.get("causal", False), sliding_window=case.get("window"))
+    poison(torch, "cpu", (cu_q[-1].item(), 4, 32), (1, 4, cu_q[-1].item()))
+    out, lse = ejk.torch.flash_attention_with_lse(x["q"], x["k"], x["v"], None, cu_q, cu_k, mask_info=info, **opts)
+    assert out.shape == x["q"].shape and lse.shape == (1, 4, cu_q[-1].item())
+    (out * w).sum().backward()
+    want, want_lse, want_grads = _varlen_reference(x, w, cu_q, cu_k, info, opts["causal"], opts["sliding_window"])
+    assert_rel_l2(out, numpy64(want))
+    assert_rel_l2(lse, numpy64(want_lse))
+    for n in x:
+        assert_rel_l2(x[n].grad, numpy64(want_grads[n]))
+
+
+@needs_jit
+def test_flash_attention_varlen_one_packing_keeps_the_band(rng):
+    """The same cum_seqlens for queries and keys: causal and the window stay the kernel's band
+    (positions within a sequence are positions over the packing less one offset)."""
+    x, cu, _, w = _packed(rng, LENGTHS_K, LENGTHS_K, True)
+    info = MaskInfo.from_attention_mask(torch.from_numpy(rng.random((1, 21, 21)) > 0.2))
+    out = ejk.torch.flash_attention(x["q"], x["k"], x["v"], None, cu, cu, mask_info=info, causal=True,
+                                    sliding_window=(4, 0))
+    (out * w).sum().backward()
+    want, _, want_grads = _varlen_reference(x, w, cu, cu, info, True, (4, 0))
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(x[n].grad, numpy64(want_grads[n]))
+
+
+@needs_jit
+def test_flash_attention_varlen_with_mask_info_compiled(rng):
+    x, cu_q, cu_k, w = _packed(rng, LENGTHS_Q, LENGTHS_K, True)
+    info = VARLEN["segments-window"]["mask"](16, 21, rng).apply_causal(3)
+    compiled = torch.compile(lambda q, k, v, a, b, i: ejk.torch.flash_attention(
+        q, k, v, None, a, b, mask_info=i, sliding_window=(3, 1)), fullgraph=True)
+    out = compiled(x["q"], x["k"], x["v"], cu_q, cu_k, info)
+    (out * w).sum().backward()
+    want, _, want_grads = _varlen_reference(x, w, cu_q, cu_k, info, window=(3, 1))
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(x[n].grad, numpy64(want_grads[n]))
+
+
+def test_varlen_with_mask_info_refusals():
+    q, cu = torch.zeros(10, 2, 32), torch.tensor([0, 4, 10], dtype=torch.int32)
+    info = MaskInfo.from_segments(torch.zeros(1, 10, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"^mask_info: with packed varlen, expected a MaskInfo over the packed tokens, "
+                                         r"of shape \(1, 10, 10\)"):
+        ejk.torch.flash_attention(q, q, q, None, cu, cu, mask_info=MaskInfo.from_segments(torch.zeros(2, 5)))
+    with pytest.raises(ValueError, match=r"^bias: not supported with cum_seqlens_q"):
+        ejk.torch.flash_attention(q, q, q, torch.zeros(1, 1, 10, 10), cu, cu, mask_info=info)
+    with pytest.raises(NotImplementedError, match=r"^dropout_prob: not with mask_info and packed varlen"):
+        ejk.torch.flash_attention(q, q, q, None, cu, cu, mask_info=info, dropout_prob=0.1)
+    with pytest.raises(ValueError, match=r"^cum_seqlens_k: expected int32 \[N \+ 1\]"):
+        ejk.torch.flash_attention(q, q, q, None, cu, cu.long(), mask_info=info)

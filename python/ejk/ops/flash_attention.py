@@ -4,6 +4,7 @@ ids, causal flag and window, what ejkernel (C++) lacks refused by name, and (JAX
 wrapper. ``flash_attention_with_lse`` (ours) also returns the log-sum-exp and takes segment ids
 and varlen bounds directly."""
 from .. import _kit
+from . import _varlen_mask
 
 # The operands under shard_map: the seed's seven in_specs, then what mask_info's shardings give
 # (its segment ids and its dense mask; the block_tables slot has no operand here).
@@ -43,8 +44,11 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         ids, causal flag and window; a dense term that is a segment mask and concrete (not
         traced) becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
         decode/prefill slices, token types; or one under tracing) is read by the kernel's
-        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (not with varlen; on CUDA its
-        gradient takes no bias). Query rows whose segment id is -1, or that see no key, give 0.
+        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (on CUDA its gradient takes no
+        bias). Query rows whose segment id is -1, or that see no key, give 0. With packed
+        varlen: a MaskInfo over the packed tokens, shape (1, Tq, Tk), ANDed with each
+        sequence's own keys and causal / sliding_window within the sequence; run as one dense
+        call over every packed pair (ops/_varlen_mask.py; no dropout, no bias, no mesh).
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       dropout_prob: p in [0, 1): each attention weight is dropped with probability p and the
         kept ones are scaled by 1 / (1 - p); the softmax denominator does not see dropout. The
@@ -125,8 +129,14 @@ def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
         tensors["bias"] = fw.cast_float(tensors["bias"], fw.dtype_name(q))
     if options.get("cfg") is not None:
         scalars = dict(scalars, cfg=options["cfg"])
-    zero_rows = None
-    if mask_info is not None:
+    zero_rows, packed_3d = None, False
+    if mask_info is not None and "cum_seqlens_q" in tensors:
+        if mesh is not None:
+            fw.refuse("flash_attention", **{"mesh (with mask_info and cum_seqlens_q)": True})
+        packed_3d = _varlen_mask.lower(fw, mask_info, tensors, scalars, _band)
+        visible = mask_info.q_segment_ids
+        zero_rows = None if visible is None else fw.adopt(visible, tensors["q"])
+    elif mask_info is not None:
         zero_rows = _lower(fw, mask_info, tensors, scalars)
     head_dim = q.shape[-1]
     tile = fw.head_dim_multiple(q)
@@ -148,6 +158,8 @@ def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
         out = out[..., :head_dim]
     if zero_rows is not None:
         out = fw.zero_rows(out, zero_rows)
+    if packed_3d:
+        out = out[0]
     return (out, lse) if return_lse else out
 
 
@@ -190,8 +202,6 @@ def _lower(fw, mask_info, tensors, scalars):
     """mask_info as segment ids and a band, merged into tensors and scalars; returns the seed's
     visible query ids (rows at -1 give 0), or None."""
     lowered = _kit.lower_mask_info(mask_info)
-    if "cum_seqlens_q" in tensors:
-        raise NotImplementedError("mask_info: not with packed varlen (cum_seqlens_q) in ejkernel (C++)")
     if lowered.attention_mask is not None:
         tensors["attention_mask"] = _dense_mask(fw, mask_info.xp, lowered.attention_mask, tensors["q"])
     if lowered.q_segment_ids is not None:

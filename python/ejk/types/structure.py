@@ -117,7 +117,7 @@ def _static_int(value):
     return None
 
 
-def _relabel(xp, a_q, a_kv, b_q, b_kv, count):
+def relabel(xp, a_q, a_kv, b_q, b_kv, count):
     """One labelling whose equal pairs are those equal in both a and b (b's labels < count)."""
     valid_q, valid_kv = (a_q >= 0) & (b_q >= 0), (a_kv >= 0) & (b_kv >= 0)
     return (xp.astype(xp.where(valid_q, a_q * count + b_q, -1), xp.int32),
@@ -538,7 +538,7 @@ class MaskStructure(MaskViews):
             count = -(-max(q_len, kv_len) // self._chunk)
             chunks = (xp.broadcast_to(self._arange(q_len) // self._chunk, (batch, q_len)),
                       xp.broadcast_to(self._arange(kv_len) // self._chunk, (batch, kv_len)))
-            term = chunks if term is None else _relabel(xp, *term, *chunks, count)
+            term = chunks if term is None else relabel(xp, *term, *chunks, count)
         if term is None:
             return Lowered(None, None, self._band, dense)
         q, kv = (xp.broadcast_to(xp.asarray(x, xp.int32), (self.batch_size, n))
@@ -550,7 +550,7 @@ class MaskStructure(MaskViews):
         if not xp.is_concrete(b[0]):
             raise NotImplementedError(f"{what}: two segment labellings can be combined only when concrete")
         count = int(max(int(xp.amax(b[0])), int(xp.amax(b[1])), 0)) + 1
-        return _relabel(xp, *a, *b, count)
+        return relabel(xp, *a, *b, count)
 
     def __repr__(self):
         return (f"MaskInfo(shape={self.shape}, band={self._band}, chunk={self._chunk}, "
