@@ -138,6 +138,17 @@ def test_helpers_and_pytree():
     assert isinstance(again, MaskInfo) and torch.equal(again.attention_mask, info.attention_mask)
 
 
+def test_visualize_classifies_blocks_of_the_dense_mask():
+    info = MaskInfo.from_segments(torch.tensor([[0] * 10 + [1] * 6], dtype=torch.int32)).apply_causal()
+    rows = info.visualize(block_size=4, charset="ascii", return_str=True).splitlines()[1:]
+    assert [r[:5] for r in rows] == ["   0 ", "   0 ", " MIX ", "   1 "]
+    dense = info.attention_mask.numpy()[0, 0]
+    for r, row in enumerate(rows):
+        for c in range(4):
+            block = dense[4 * r:4 * r + 4, 4 * c:4 * c + 4]
+            assert row[5 + 2 * c:7 + 2 * c] == ("##" if block.all() else ".." if block.any() else "  "), (r, c)
+
+
 # --- ops with mask_info= -------------------------------------------------------------------------
 
 LOWERED = ["segments", "segments-is-attn-mask", "padding-2d", "dense-4d-segments", "cu-seqlens", "causal",
@@ -178,6 +189,18 @@ def _run(fn, x, w):
     return out.detach(), grads
 
 
+def _assert_matches_reference(rng, fn, info):
+    """fn(q, k, v)'s output and gradients (float32) against the float64 reference of info's mask;
+    returns the inputs."""
+    x, w = _inputs(rng, torch.float32)
+    out, grads = _run(fn, x, w)
+    want, want_grads = _reference(x, w, info)
+    assert_rel_l2(out, numpy64(want))
+    for n in x:
+        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+    return x
+
+
 @needs_jit
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("name", LOWERED + DENSE)
@@ -208,52 +231,32 @@ def test_flash_attention_with_mask_info_compiled(rng, name):
     """fullgraph: lowering a structural mask reads no value on the host (no graph break); a dense
     term stays dense under tracing."""
     info = CASES[name]()
-    x, w = _inputs(rng, torch.float32)
     compiled = torch.compile(lambda q, k, v, i: ejk.torch.flash_attention(q, k, v, mask_info=i), fullgraph=True)
-    out, grads = _run(lambda q, k, v: compiled(q, k, v, info), x, w)
-    want, want_grads = _reference(x, w, info)
-    assert_rel_l2(out, numpy64(want))
-    for n in x:
-        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+    _assert_matches_reference(rng, lambda q, k, v: compiled(q, k, v, info), info)
 
 
 @needs_jit
 def test_mask_info_built_inside_a_compiled_function(rng):
     seg = torch.from_numpy(mask_cases._inputs()[0])
-    x, w = _inputs(rng, torch.float32)
     compiled = torch.compile(lambda q, k, v, ids: ejk.torch.flash_attention(
         q, k, v, mask_info=MaskInfo.from_segments(ids).apply_sliding_window((3, 0))), fullgraph=True)
-    out, grads = _run(lambda q, k, v: compiled(q, k, v, seg), x, w)
-    want, want_grads = _reference(x, w, MaskInfo.from_segments(seg).apply_sliding_window((3, 0)))
-    assert_rel_l2(out, numpy64(want))
-    for n in x:
-        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+    _assert_matches_reference(rng, lambda q, k, v: compiled(q, k, v, seg),
+                              MaskInfo.from_segments(seg).apply_sliding_window((3, 0)))
 
 
 @needs_jit
 @pytest.mark.parametrize("name", ["segments", "causal", "window-pair-causal"])
 def test_blocksparse_attention_with_mask_info(rng, name):
     info = CASES[name]()
-    x, w = _inputs(rng, torch.float32)
     heads_first = (lambda t: t.transpose(1, 2))  # blocksparse_attention's [B, H, S, D]
-    fn = (lambda q, k, v: heads_first(ejk.torch.blocksparse_attention(
-        heads_first(q), heads_first(k), heads_first(v), mask_info=info, causal=False)))
-    out, grads = _run(fn, x, w)
-    want, want_grads = _reference(x, w, info)
-    assert_rel_l2(out, numpy64(want))
-    for n in x:
-        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+    _assert_matches_reference(rng, lambda q, k, v: heads_first(ejk.torch.blocksparse_attention(
+        heads_first(q), heads_first(k), heads_first(v), mask_info=info, causal=False)), info)
 
 
 @needs_jit
 def test_ring_attention_without_a_group_takes_the_segment_ids(rng):
     info = CASES["segments"]()
-    x, w = _inputs(rng, torch.float32)
-    out, grads = _run(lambda q, k, v: ejk.torch.ring_attention(q, k, v, mask_info=info), x, w)
-    want, want_grads = _reference(x, w, info)
-    assert_rel_l2(out, numpy64(want))
-    for n in x:
-        assert_rel_l2(grads[n], numpy64(want_grads[n]))
+    x = _assert_matches_reference(rng, lambda q, k, v: ejk.torch.ring_attention(q, k, v, mask_info=info), info)
     for beyond in ("causal", "dense-3d"):  # a band or a dense term: no per-shard form
         with pytest.raises(NotImplementedError, match=r"^mask_info: only segment ids in ring_attention"):
             ejk.torch.ring_attention(x["q"], x["k"], x["v"], mask_info=CASES[beyond]())
