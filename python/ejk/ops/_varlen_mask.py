@@ -34,6 +34,19 @@ def _local_band(xp, causal, window, pos_q, pos_k, like):
     return keep
 
 
+def _bounds(fw, cum_q, cum_k):
+    """The two cum_seqlens, checked as the varlen mode checks their shapes (their values are
+    not read: that would wait for the device)."""
+    if cum_k is None:
+        raise ValueError("cum_seqlens_k: required with cum_seqlens_q (varlen mode)")
+    for name, cu in (("cum_seqlens_q", cum_q), ("cum_seqlens_k", cum_k)):
+        if len(cu.shape) != 1 or fw.dtype_name(cu) != "int32" or cu.shape[0] < 1:
+            raise ValueError(f"{name}: expected int32 [N + 1], got {fw.dtype_name(cu)} {list(cu.shape)}")
+    if cum_q.shape[0] != cum_k.shape[0]:
+        raise ValueError(f"cum_seqlens_k: expected {cum_q.shape[0]} entries (cum_seqlens_q's), got {cum_k.shape[0]}")
+    return cum_q, cum_k
+
+
 def lower(fw, mask_info, tensors, scalars, band_of):
     """tensors and scalars of a varlen call with mask_info, made those of the equivalent dense
     call of batch 1 (q, k, v given a leading 1; the MaskInfo's band combined with the call's by
@@ -52,14 +65,7 @@ def lower(fw, mask_info, tensors, scalars, band_of):
     if tuple(mask_info.shape) != (1, tq, tk):
         raise ValueError(f"mask_info: with packed varlen, expected a MaskInfo over the packed tokens, of shape "
                          f"(1, {tq}, {tk}) (batch 1, Tq, Tk), got {tuple(mask_info.shape)}")
-    cum_q, cum_k = tensors.pop("cum_seqlens_q"), tensors.pop("cum_seqlens_k", None)
-    if cum_k is None:
-        raise ValueError("cum_seqlens_k: required with cum_seqlens_q (varlen mode)")
-    for name, cu in (("cum_seqlens_q", cum_q), ("cum_seqlens_k", cum_k)):
-        if len(cu.shape) != 1 or fw.dtype_name(cu) != "int32" or cu.shape[0] < 1:
-            raise ValueError(f"{name}: expected int32 [N + 1], got {fw.dtype_name(cu)} {list(cu.shape)}")
-    if cum_q.shape[0] != cum_k.shape[0]:
-        raise ValueError(f"cum_seqlens_k: expected {cum_q.shape[0]} entries (cum_seqlens_q's), got {cum_k.shape[0]}")
+    cum_q, cum_k = _bounds(fw, tensors.pop("cum_seqlens_q"), tensors.pop("cum_seqlens_k", None))
     like = mask_info._like()
     seq_q, pos_q = _sequences(xp, xp.asarray(cum_q, xp.int32, like=like), tq, like)
     seq_k, pos_k = _sequences(xp, xp.asarray(cum_k, xp.int32, like=like), tk, like)
@@ -69,7 +75,8 @@ def lower(fw, mask_info, tensors, scalars, band_of):
     dense = lowered.attention_mask
     window = scalars["sliding_window"]
     if cum_q is not cum_k and (causal or window is not None):
-        # Positions within a sequence are no band over the packing unless both packings are one.
+        # Positions within a sequence are no band over the packing unless both packings are one
+        # (the same array given twice; equal values in two arrays take this path, as exact).
         window = None if window is None else _kit.scalar("sliding_window", window, "i64[2]")
         local = _local_band(xp, causal, window, pos_q, pos_k, like)
         dense = local[None, None] if dense is None else dense & local[None, None]
