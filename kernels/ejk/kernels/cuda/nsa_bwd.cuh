@@ -70,8 +70,10 @@ __device__ __forceinline__ void store_rows(const float (*acc)[4], int rows, int 
   }
 }
 
-template <Elem E, int D> __device__ __forceinline__ void dq(const NsaParams& p, float* delta_ws) {
-  constexpr int BK = int(kNsaKeyTile), NT = BK / 8, KS = D / 16, DT = D / 8;
+// Each phase is a function of its own (not inlined): inlined into one kernel, the two are
+// register-allocated together and spill (ptxas -v); a call per block costs nothing.
+template <Elem E, int D> __device__ __attribute__((noinline)) void dq(const NsaParams& p, float* delta_ws) {
+  constexpr int BK = int(kNsaKeyTile), KS = D / 16, DT = D / 8;
   extern __shared__ __align__(16) unsigned char nsa_bwd_smem[];
   u16(*qs)[D] = reinterpret_cast<u16(*)[D]>(nsa_bwd_smem);
   u16(*dos)[D] = qs + 16;
@@ -144,19 +146,25 @@ template <Elem E, int D> __device__ __forceinline__ void dq(const NsaParams& p, 
         vs[j][d] = in ? v[b * p.v_stride_b + (k0 + j) * p.v_stride_t + hk * p.v_stride_h + d] : u16(0);
       }
       __syncthreads();
-      // dS per 8 keys: S = Q K^T, dP = dO V^T, then scale P (dP - delta).
-      float ds[NT][4];
-      for (int nt = 0; nt < NT; ++nt) {
-        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        times_rows_t<E, D>(sc, qa, ks, nt * 8, g, q2);
-        times_rows_t<E, D>(dp, da, vs, nt * 8, g, q2);
-        for (int e = 0; e < 4; ++e) {
-          const int j = nt * 8 + q2 + (e & 1);
-          const float pr = j < n ? expf(sc[e] * p.scale - lse[e / 2]) : 0.0f;
-          ds[nt][e] = p.scale * pr * (dp[e] - delta[e / 2]);
+      // Per 16 keys (only their dS live): S = Q K^T, dP = dO V^T, dS = scale P (dP - delta),
+      // then dq += dS K.
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        float ds[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int nt = 2 * kk + h;
+          float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          times_rows_t<E, D>(sc, qa, ks, nt * 8, g, q2);
+          times_rows_t<E, D>(dp, da, vs, nt * 8, g, q2);
+          for (int e = 0; e < 4; ++e) {
+            const int j = nt * 8 + q2 + (e & 1);
+            const float pr = j < n ? expf(sc[e] * p.scale - lse[e / 2]) : 0.0f;
+            ds[h][e] = p.scale * pr * (dp[e] - delta[e / 2]);
+          }
         }
+        acc_times_rows<E, D>(acc, ds[0], ds[1], ks, kk * 16, g, q2);
       }
-      for (int kk = 0; kk < BK / 16; ++kk) acc_times_rows<E, D>(acc, ds[2 * kk], ds[2 * kk + 1], ks, kk * 16, g, q2);
     }
   }
   u16* dq_out = static_cast<u16*>(p.dq);
@@ -235,7 +243,7 @@ __device__ __forceinline__ void kv_batch(const NsaParams& p, const float* delta_
   __syncthreads();  // the rows are restaged by the next batch
 }
 
-template <Elem E, int D> __device__ __forceinline__ void dkv(const NsaParams& p, const float* delta_ws) {
+template <Elem E, int D> __device__ __attribute__((noinline)) void dkv(const NsaParams& p, const float* delta_ws) {
   constexpr int BK = int(kNsaKeyTile), DT = D / 8, NTH = kNsaBwdKvThreads, W = NTH / 32;
   extern __shared__ __align__(16) unsigned char nsa_bwd_smem[];
   const KvSmem<D> sm(nsa_bwd_smem);
