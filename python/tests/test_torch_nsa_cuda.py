@@ -68,3 +68,21 @@ def test_gradients_with_given_repeated_blocks(device):
     x64 = as64(x)
     want = ref.nsa(torch, *x64[:3], None, x64[3], idx, None, 128 ** -0.5)
     check_grads(out, want, x, x64, torch.randn(out.shape, generator=gen, dtype=torch.float64), "bfloat16")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_varlen_gradients(device):
+    # Packed sequences (one selection call each) against each piece's float64 reference.
+    gen = torch.Generator().manual_seed(8)
+    x = operands(gen, device, torch.bfloat16, t=330, hq=4, hkv=1)
+    cu = [0, 130, 130, 330]
+    out = native_sparse_attention(*x, None, 2, torch.tensor(cu, dtype=torch.int32))
+    x64 = as64(x)
+    wants = []
+    for lo, hi in zip(cu[:-1], cu[1:]):
+        if hi == lo:
+            continue
+        piece = [a[:, lo:hi] for a in x64]
+        idx = ref.select(piece[0].detach().numpy(), piece[1].detach().numpy(), 64 ** -0.5, 2)
+        wants.append(ref.nsa(torch, *piece, idx, None, 64 ** -0.5))
+    check_grads(out, torch.cat(wants, 1), x, x64, torch.randn(out.shape, generator=gen, dtype=torch.float64), "bfloat16")

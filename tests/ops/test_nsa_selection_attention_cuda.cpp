@@ -60,7 +60,7 @@ std::map<std::string, Tensor> make(const Nsa& p, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("the CUDA forward matches the float64 reference", "[nsa][cuda]") {
+TEST_CASE("the CUDA forward and backward match the float64 reference", "[nsa][cuda]") {
   require_gpu();
   std::mt19937_64 rng(20261203);
   std::vector<Nsa> problems;
