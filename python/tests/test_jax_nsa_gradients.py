@@ -17,8 +17,10 @@ def operands(rng, dtype, b=1, t=200, hq=8, hkv=2, d=64):
     def randn(*shape):
         return jnp.asarray(rng.standard_normal(shape), dtype)
 
-    return [randn(b, t, hq, d), randn(b, t, hkv, d), randn(b, t, hkv, d),
-            jnp.asarray(rng.uniform(0.2, 1.0, (b, t, hq)), dtype), jnp.asarray(rng.uniform(0.2, 1.0, (b, t, hq)), dtype)]
+    def gate():
+        return jnp.asarray(rng.uniform(0.2, 1.0, (b, t, hq)), dtype)
+
+    return [randn(b, t, hq, d), randn(b, t, hkv, d), randn(b, t, hkv, d), gate(), gate()]
 
 
 def check(x, call, reference, w, dtype_name):

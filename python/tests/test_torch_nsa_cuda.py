@@ -13,8 +13,8 @@ from torch_support import assert_rel_l2, import_torch
 torch = import_torch()
 from ejk.torch import native_sparse_attention  # noqa: E402
 
-DEVICES = [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason=f"no CUDA device for torch (torch {torch.__version__}, CUDA {torch.version.cuda})"))]
+NO_GPU = f"no CUDA device for torch (torch {torch.__version__}, CUDA {torch.version.cuda})"
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU))]
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -85,4 +85,5 @@ def test_varlen_gradients(device):
         piece = [a[:, lo:hi] for a in x64]
         idx = ref.select(piece[0].detach().numpy(), piece[1].detach().numpy(), 64 ** -0.5, 2)
         wants.append(ref.nsa(torch, *piece, idx, None, 64 ** -0.5))
-    check_grads(out, torch.cat(wants, 1), x, x64, torch.randn(out.shape, generator=gen, dtype=torch.float64), "bfloat16")
+    w = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    check_grads(out, torch.cat(wants, 1), x, x64, w, "bfloat16")

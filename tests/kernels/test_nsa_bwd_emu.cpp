@@ -107,7 +107,10 @@ template <Elem E> void reference(const Problem& pr, Case& c, double scale) {
           const long ka = ((b * T + j) * HKV + hk) * D;
           w[size_t(j)] /= z;
           double g = 0;
-          for (long d = 0; d < D; ++d) o[size_t(d)] += w[size_t(j)] * f(c.v, ka + d), g += f(c.d_out, qa + d) * f(c.v, ka + d);
+          for (long d = 0; d < D; ++d) {
+            o[size_t(d)] += w[size_t(j)] * f(c.v, ka + d);
+            g += f(c.d_out, qa + d) * f(c.v, ka + d);
+          }
           dp[size_t(j)] = g, sum_pdp += w[size_t(j)] * g;
         }
         for (long d = 0; d < D; ++d) c.out[size_t(qa + d)] = bits<E>(float(o[size_t(d)]));

@@ -221,7 +221,7 @@ __device__ __forceinline__ void kv_batch(const NsaParams& p, const float* delta_
   __syncthreads();
   u32 a[D / 16][4];
   float pt[2][4], dst[2][4];
-  nsa_bwd_detail::load_a<D>(sm.ks, warp * 16, g, q2, a);
+  load_a<D>(sm.ks, warp * 16, g, q2, a);
   for (int nt = 0; nt < 2; ++nt) {
     pt[nt][0] = pt[nt][1] = pt[nt][2] = pt[nt][3] = 0.0f;
     times_rows_t<E, D>(pt[nt], a, sm.qs, nt * 8, g, q2);
