@@ -172,6 +172,16 @@ template <Elem E, int D> __device__ __attribute__((noinline)) void dq(const NsaP
                    [&](int r) { return dq_out + b * p.dq_stride_b + t * p.dq_stride_t + (h0 + r) * p.dq_stride_h; });
 }
 
+// nsa_selects without its early exit: every counted slot is read, so a thread's loads of the
+// scan are in flight together instead of one after another.
+__device__ __forceinline__ bool selects(const NsaParams& p, i64 b, i64 t, i64 hk, i64 c) {
+  const i64 n = nsa_count(p, b, t, hk);
+  bool hit = false;
+#pragma unroll 4
+  for (i64 s = 0; s < n; ++s) hit |= nsa_slot(p, b, t, hk, s) == c;
+  return hit;
+}
+
 // The dk/dv kernel's shared memory: the key tile's K and V, the batch's Q and dO rows, the scan's
 // token offsets and per-warp counts, the batch's tokens (-1: no row), heads, lse and delta.
 template <int D> struct KvSmem {
@@ -277,7 +287,7 @@ template <Elem E, int D> __device__ __attribute__((noinline)) void dkv(const Nsa
     // The chunk's tokens that selected c, compacted in increasing order (ballot rank within the
     // warp after the earlier warps' counts): the order of every sum below is fixed.
     const i64 t = t0 + tid;
-    const bool sel = t < p.seqlen && nsa_selects(p, b, t, hk, c);
+    const bool sel = t < p.seqlen && selects(p, b, t, hk, c);
     const u32 mask = __ballot_sync(0xffffffffu, sel);
     if (lane == 0) sm.warp_n[warp] = __popc(mask);
     __syncthreads();
