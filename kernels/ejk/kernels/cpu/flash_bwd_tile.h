@@ -109,6 +109,62 @@ EJK_HD bool load_query_tile(const FlashBwdParams& p, const Seq& s, i64 h, i64 fi
   return true;
 }
 
+// ---- transposed packing ----
+
+template <int... L> struct Lanes {};
+template <int W> struct LaneSeq;
+template <> struct LaneSeq<16> { using type = Lanes<0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15>; };
+template <> struct LaneSeq<8> { using type = Lanes<0, 1, 2, 3, 4, 5, 6, 7>; };
+template <> struct LaneSeq<4> { using type = Lanes<0, 1, 2, 3>; };
+
+// One butterfly stage of a kVecWidth-square transpose: swaps the off-diagonal S x S blocks of
+// every 2S x 2S block of rows (a = row i, b = row i + S).
+template <int S, int... L> EJK_HD vf swap_low(vf a, vf b, Lanes<L...>) {
+  return __builtin_shufflevector(a, b, ((L & S) ? kVecWidth + L - S : L)...);
+}
+template <int S, int... L> EJK_HD vf swap_high(vf a, vf b, Lanes<L...>) {
+  return __builtin_shufflevector(a, b, ((L & S) ? kVecWidth + L : L + S)...);
+}
+template <int S> EJK_HD void transpose_stage(vf* r) {
+#pragma GCC unroll 16
+  for (int i = 0; i < kVecWidth; ++i) {
+    if (i & S) continue;
+    const vf lo = swap_low<S>(r[i], r[i + S], typename LaneSeq<kVecWidth>::type{});
+    const vf hi = swap_high<S>(r[i], r[i + S], typename LaneSeq<kVecWidth>::type{});
+    r[i] = lo;
+    r[i + S] = hi;
+  }
+}
+// r[i][j] <- r[j][i] for a kVecWidth-square block.
+EJK_HD void transpose_block(vf* r) {
+  if constexpr (kVecWidth >= 16) transpose_stage<8>(r);
+  if constexpr (kVecWidth >= 8) transpose_stage<4>(r);
+  transpose_stage<2>(r);
+  transpose_stage<1>(r);
+}
+
+// dst[d][j] = scale * src[j][d] (kCols columns, D rows) for j < rows, 0 for j in [rows, kCols):
+// square blocks of vectors through transpose_block, a scalar loop for the last D % kVecWidth rows.
+// The score products read K and V this way once per key tile, so a plain element loop would
+// cost a third of a dq task.
+template <ElemKind K, int kCols, int D>
+EJK_HD void pack_transposed(const Elem<K>* src, i64 src_stride, int rows, float scale, float* dst) {
+  constexpr int W = kVecWidth, kWhole = D / W * W;
+  for (int j0 = 0; j0 < kCols; j0 += W) {
+    for (int d0 = 0; d0 < kWhole; d0 += W) {
+      vf r[W];
+#pragma GCC unroll 16
+      for (int t = 0; t < W; ++t) r[t] = j0 + t < rows ? load_f32<K>(src + (j0 + t) * src_stride + d0) * scale : vf{};
+      transpose_block(r);
+#pragma GCC unroll 16
+      for (int t = 0; t < W; ++t) vstore(dst + (d0 + t) * kCols + j0, r[t]);
+    }
+    for (int d = kWhole; d < D; ++d)
+      for (int t = 0; t < W; ++t)
+        dst[d * kCols + j0 + t] = j0 + t < rows ? scale * to_f32<K>(src[(j0 + t) * src_stride + d]) : 0.0f;
+  }
+}
+
 // A block of keys of one kv head: (scale K)^T and V^T (head_dim x block_k, zero columns past
 // the block) for the score products, and the keys' segment ids (-1 past the block).
 template <class Cfg> struct KeyTile {
@@ -130,8 +186,8 @@ EJK_HD void load_key_tile(const FlashBwdParams& p, const Seq& s, i64 hk, i64 fir
   t.first = first, t.keys = keys;
   const T* k = static_cast<const T*>(f.k) + at(s, s.k_row0, first, hk, f.k_stride_b, f.k_stride_s, f.k_stride_h);
   const T* v = static_cast<const T*>(f.v) + at(s, s.k_row0, first, hk, f.v_stride_b, f.v_stride_s, f.v_stride_h);
-  pack_q_transposed<E, BK, D>(k, f.k_stride_s, keys, f.scale, t.kt);
-  pack_q_transposed<E, BK, D>(v, f.v_stride_s, keys, 1.0f, t.vt);
+  pack_transposed<E, BK, D>(k, f.k_stride_s, keys, f.scale, t.kt);
+  pack_transposed<E, BK, D>(v, f.v_stride_s, keys, 1.0f, t.vt);
   if constexpr (Cfg::flags.segments)
     for (int j = 0; j < BK; ++j) t.segment[j] = j < keys ? f.kv_segment_ids[s.b * f.kv_seg_stride_b + first + j] : -1;
 }
