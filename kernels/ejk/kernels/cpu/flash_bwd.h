@@ -21,7 +21,12 @@ namespace ejk::cpu {
 
 namespace bwd {
 
-// Accumulators start at zero: the products add into them (row factors of 1 leave C as it is).
+// Stack budget of a task's buffers (worker threads have 8 MiB stacks; the forward's is the
+// same). The spec's constraint on block_q, block_k and head_dim keeps every variant inside.
+inline constexpr long kBwdWorkspaceBytes = 512 * 1024;
+
+// Accumulators start at zero and the tile products add into them: fma_gemm scales the C it
+// accumulates onto by a factor per row, 1 here (exact).
 template <int N> EJK_HD void zero(float* x) {
   for (int i = 0; i < N; ++i) x[i] = 0.0f;
 }
@@ -47,6 +52,8 @@ template <class Cfg> __attribute__((noinline)) void kv_task(const FlashBwdParams
   KeyTile<Cfg> kt;
   QueryTile<Cfg> qt;
   alignas(64) float sp[BQ * BK], dp[BQ * BK], dk[BK * Dp], dv[BK * Dp];
+  static_assert(sizeof kt + sizeof qt + sizeof sp + sizeof dp + sizeof dk + sizeof dv <= kBwdWorkspaceBytes,
+                "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
   const Ones<BK> ones;
   load_key_tile<Cfg>(p, s, hk, k_first, nk, kt);
   zero<BK * Dp>(dk), zero<BK * Dp>(dv);
@@ -72,6 +79,7 @@ template <class Cfg> __attribute__((noinline)) void kv_task(const FlashBwdParams
       fma_gemm<BK, Dp / kVecWidth>({dp, 1, BK}, qt.q, Dp, nq, dk, Dp, true, ones.v, none);
     }
   }
+  // dK = scale * sum dX q: K was pre-scaled for S alone, the scale applies once here.
   const i64 k_row = s.k_row0 + k_first;
   store_rows<E, D, Dp>(p.dk, (s.varlen ? 0 : b * p.dk_stride_b) + k_row * p.dk_stride_s + hk * p.dk_stride_h,
                        p.dk_stride_s, nk, dk, f.scale);
@@ -138,6 +146,8 @@ template <class Cfg> __attribute__((noinline)) void q_task(const FlashBwdParams&
   KeyTile<Cfg> kt;
   QueryTile<Cfg> qt;
   alignas(64) float sp[BQ * BK], dp[BQ * BK], k_rows[BK * Dp], dq[BQ * Dp];
+  static_assert(sizeof kt + sizeof qt + sizeof sp + sizeof dp + sizeof k_rows + sizeof dq <= kBwdWorkspaceBytes,
+                "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
   const Ones<BQ> ones;
   TileMasks tm{variant_mask<F>(f.mask), false};
   NoPrefetch none;
