@@ -231,7 +231,8 @@ EJK_HD DenseMaskTile classify_dense_tile(const FlashFwdParams& f, const Seq& s, 
 
 // ---- the elementwise pass ----
 
-// n < kVecWidth (or kVecWidth) elements of a row as f32 / i32 lanes; lanes past n are 0.
+// min(n, kVecWidth) elements of a row as f32 lanes (bias) or i32 lanes (mask bytes), lanes past
+// n zero: the last key tile of a row may end before a whole vector.
 template <ElemKind K> EJK_HD vf load_f32_partial(const Elem<K>* p, int n) {
   if (n >= kVecWidth) return load_f32<K>(p);
   vf v = vf{};
