@@ -266,7 +266,10 @@ struct TileMasks {
 
 // In place: s (the raw logits Q (scale K)^T) becomes P (dropout variants: P Z, the weight the
 // output was made of) and dp (dO V^T) becomes dX, for every row of the block; pairs that are
-// hidden, past the block, or in dead rows get 0 in both.
+// hidden, past the block, or in dead rows get 0 in both. Keys run along the vector lanes, so
+// mask.h's rules appear in their vector form: positions from first/last_visible_key, segments
+// (segment_visible) as a row id >= 0 equal to the key's, dense mask bytes nonzero
+// (dense_mask_visible), and transform_logit's order, bias then cap * tanh(x / cap).
 template <class Cfg>
 EJK_HD void tile_gradients(const FlashBwdParams& p, const Seq& s, i64 h, const QueryTile<Cfg>& q,
                            const KeyTile<Cfg>& k, const TileMasks& tm, float* sp, float* dp) {
