@@ -10,6 +10,8 @@
 #include "ejk/kernels/common/attention_variant.h"
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/flash_bwd_params.h"
+#include "ejk/kernels/cpu/amx.h"
+#include "ejk/kernels/cpu/flash_bwd_amx.h"
 #include "ejk/kernels/cpu/flash_bwd_rows.h"
 #include "ejk/kernels/cpu/flash_bwd_tile.h"
 #include "ejk/kernels/cpu/math.h"
@@ -49,13 +51,20 @@ template <class Cfg> __attribute__((noinline)) void kv_task(const FlashBwdParams
   const i64 k_first = kb * BK;
   if (k_first >= s.sk) return;
   const int nk = int(min_of<i64>(BK, s.sk - k_first));
+  constexpr bool kAmx = bwd_uses_amx<Cfg>();
   KeyTile<Cfg> kt;
   QueryTile<Cfg> qt;
+  AmxKeyTile<Cfg> akt;
+  AmxQueryTile<Cfg> aqt;
   alignas(64) float sp[BQ * BK], dp[BQ * BK], dk[BK * Dp], dv[BK * Dp];
-  static_assert(sizeof kt + sizeof qt + sizeof sp + sizeof dp + sizeof dk + sizeof dv <= kBwdWorkspaceBytes,
+  alignas(64) u16 pt[kAmx ? BK * BQ : 1], dxt[kAmx ? BK * BQ : 1];  // P^T, dX^T in bf16 (AMX)
+  static_assert(sizeof kt + sizeof qt + sizeof akt + sizeof aqt + sizeof sp + sizeof dp + sizeof dk + sizeof dv +
+                        sizeof pt + sizeof dxt <=
+                    kBwdWorkspaceBytes,
                 "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
   const Ones<BK> ones;
   load_key_tile<Cfg>(p, s, hk, k_first, nk, kt);
+  akt.load(p, s, hk, k_first, nk, false);
   zero<BK * Dp>(dk), zero<BK * Dp>(dv);
   TileMasks tm{variant_mask<F>(f.mask), false};
   const TileRange tiles = visible_query_tiles<bounded_mask(F)>(tm.mask, k_first, k_first + nk - 1, s.sq, BQ);
@@ -72,11 +81,23 @@ template <class Cfg> __attribute__((noinline)) void kv_task(const FlashBwdParams
       if (dm == DenseMaskTile::none_visible) continue;  // hidden: Q and dO are not even loaded
       tm.dense_pairs = dm == DenseMaskTile::per_pair;
       if (!load_query_tile<Cfg>(p, s, h, q_first, nq, qt) || !segments_may_meet<Cfg>(qt, kt)) continue;
-      score_products<Cfg>(qt, kt, sp, dp);
-      tile_gradients<Cfg>(p, s, h, qt, kt, tm, sp, dp);
-      // dV += P^T dO, dK += dX^T Q: P and dX read transposed (keys are the product's rows).
-      fma_gemm<BK, Dp / kVecWidth>({sp, 1, BK}, qt.d_out, Dp, nq, dv, Dp, true, ones.v, none);
-      fma_gemm<BK, Dp / kVecWidth>({dp, 1, BK}, qt.q, Dp, nq, dk, Dp, true, ones.v, none);
+      if constexpr (kAmx) {
+        aqt.load(p, s, h, q_first, nq);
+        amx_gemm<BQ, BK, D>(aqt.q, D, akt.kt, BK, sp, BK, false);
+        amx_gemm<BQ, BK, D>(aqt.d_out, D, akt.vt, BK, dp, BK, false);
+        tile_gradients<Cfg>(p, s, h, qt, kt, tm, f.scale, sp, dp);
+        // dV += P^T dO, dK += dX^T Q over every row of the tile (those past it are zero).
+        transpose_to_bf16<BQ, BK>(sp, pt);
+        transpose_to_bf16<BQ, BK>(dp, dxt);
+        amx_gemm<BK, D, BQ>(pt, BQ, reinterpret_cast<const u32*>(aqt.d_out_pairs), D, dv, Dp, true);
+        amx_gemm<BK, D, BQ>(dxt, BQ, reinterpret_cast<const u32*>(aqt.q_pairs), D, dk, Dp, true);
+      } else {
+        score_products<Cfg>(qt, kt, sp, dp);
+        tile_gradients<Cfg>(p, s, h, qt, kt, tm, 1.0f, sp, dp);
+        // dV += P^T dO, dK += dX^T Q: P and dX read transposed (keys are the product's rows).
+        fma_gemm<BK, Dp / kVecWidth>({sp, 1, BK}, qt.d_out, Dp, nq, dv, Dp, true, ones.v, none);
+        fma_gemm<BK, Dp / kVecWidth>({dp, 1, BK}, qt.q, Dp, nq, dk, Dp, true, ones.v, none);
+      }
     }
   }
   // dK = scale * sum dX q: K was pre-scaled for S alone, the scale applies once here.
@@ -143,10 +164,16 @@ template <class Cfg> __attribute__((noinline)) void q_task(const FlashBwdParams&
   const bool with_dbias = F.bias && p.dbias;
   const i64 q_first = qb * BQ;
   const DbiasRows dbias = with_dbias ? begin_dbias<Cfg>(p, pb, ph, q_first) : DbiasRows{nullptr, 0};
+  constexpr bool kAmx = bwd_uses_amx<Cfg>();
   KeyTile<Cfg> kt;
   QueryTile<Cfg> qt;
-  alignas(64) float sp[BQ * BK], dp[BQ * BK], k_rows[BK * Dp], dq[BQ * Dp];
-  static_assert(sizeof kt + sizeof qt + sizeof sp + sizeof dp + sizeof k_rows + sizeof dq <= kBwdWorkspaceBytes,
+  AmxKeyTile<Cfg> akt;
+  AmxQueryTile<Cfg> aqt;
+  alignas(64) float sp[BQ * BK], dp[BQ * BK], k_rows[kAmx ? 1 : BK * Dp], dq[BQ * Dp];
+  alignas(64) u16 dxb[kAmx ? BQ * BK : 1];  // dX in bf16 (AMX)
+  static_assert(sizeof kt + sizeof qt + sizeof akt + sizeof aqt + sizeof sp + sizeof dp + sizeof k_rows + sizeof dq +
+                        sizeof dxb <=
+                    kBwdWorkspaceBytes,
                 "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
   const Ones<BQ> ones;
   TileMasks tm{variant_mask<F>(f.mask), false};
@@ -160,6 +187,7 @@ template <class Cfg> __attribute__((noinline)) void q_task(const FlashBwdParams&
       const i64 hk = h / group;
       zero<BQ * Dp>(dq);
       const bool live = load_query_tile<Cfg>(p, s, h, q_first, nq, qt);
+      if (live) aqt.load(p, s, h, q_first, nq);
       for (int tile = tiles.begin; live && tile < tiles.end; ++tile) {
         const i64 k_first = i64(tile) * BK;
         const int nk = int(min_of<i64>(BK, s.sk - k_first));
@@ -171,11 +199,20 @@ template <class Cfg> __attribute__((noinline)) void q_task(const FlashBwdParams&
         tm.dense_pairs = dm == DenseMaskTile::per_pair;
         load_key_tile<Cfg>(p, s, hk, k_first, nk, kt);
         if (!segments_may_meet<Cfg>(qt, kt)) continue;
-        const i64 k_at = at(s, s.k_row0, k_first, hk, f.k_stride_b, f.k_stride_s, f.k_stride_h);
-        pack_rows<E>(static_cast<const Elem<E>*>(f.k) + k_at, f.k_stride_s, nk, nk, D, k_rows, Dp);
-        score_products<Cfg>(qt, kt, sp, dp);
-        tile_gradients<Cfg>(p, s, h, qt, kt, tm, sp, dp);
-        fma_gemm<BQ, Dp / kVecWidth>({dp, BK, 1}, k_rows, Dp, nk, dq, Dp, true, ones.v, none);  // dQ += dX K
+        if constexpr (kAmx) {
+          akt.load(p, s, hk, k_first, nk, true);
+          amx_gemm<BQ, BK, D>(aqt.q, D, akt.kt, BK, sp, BK, false);
+          amx_gemm<BQ, BK, D>(aqt.d_out, D, akt.vt, BK, dp, BK, false);
+          tile_gradients<Cfg>(p, s, h, qt, kt, tm, f.scale, sp, dp);
+          round_to_bf16<BQ, BK>(dp, dxb);  // dQ += dX K over every key of the tile (those past it are zero)
+          amx_gemm<BQ, D, BK>(dxb, BK, reinterpret_cast<const u32*>(akt.k_pairs), D, dq, Dp, true);
+        } else {
+          const i64 k_at = at(s, s.k_row0, k_first, hk, f.k_stride_b, f.k_stride_s, f.k_stride_h);
+          pack_rows<E>(static_cast<const Elem<E>*>(f.k) + k_at, f.k_stride_s, nk, nk, D, k_rows, Dp);
+          score_products<Cfg>(qt, kt, sp, dp);
+          tile_gradients<Cfg>(p, s, h, qt, kt, tm, 1.0f, sp, dp);
+          fma_gemm<BQ, Dp / kVecWidth>({dp, BK, 1}, k_rows, Dp, nk, dq, Dp, true, ones.v, none);  // dQ += dX K
+        }
         if (with_dbias) add_dbias<BK>(dbias, k_first, nq, nk, dp);
       }
       store_rows<E, D, Dp>(p.dq, at(s, s.q_row0, q_first, h, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h),
@@ -216,8 +253,8 @@ template <class Cfg> __attribute__((noinline)) void sink_task(const FlashBwdPara
 
 }  // namespace bwd
 
-// Runs tasks [task_begin, task_end) of flash_bwd_tasks(p, block_q, block_k).
-template <class Cfg> void flash_bwd_tasks(const FlashBwdParams& p, long long task_begin, long long task_end) {
+// Tasks [task_begin, task_end) of flash_bwd_tasks(p, block_q, block_k), one after the other.
+template <class Cfg> void flash_bwd_task_range(const FlashBwdParams& p, long long task_begin, long long task_end) {
   const FlashFwdParams& f = p.fwd;
   const FlashBwdTasks n = flash_bwd_tasks(p, Cfg::block_q, Cfg::block_k);
   const FlashBwdPlanes pl = flash_bwd_planes(p);
@@ -232,6 +269,22 @@ template <class Cfg> void flash_bwd_tasks(const FlashBwdParams& p, long long tas
       if constexpr (Cfg::flags.sinks) bwd::sink_task<Cfg>(p, t - n.kv - n.q);
     }
   }
+}
+
+// Runs tasks [task_begin, task_end) of flash_bwd_tasks(p, block_q, block_k): on AMX tiles where
+// bwd_uses_amx<Cfg> (the tile state configured for the range, released after), else on FMAs.
+template <class Cfg> void flash_bwd_tasks(const FlashBwdParams& p, long long task_begin, long long task_end) {
+#if EJK_CPU_AMX
+  if constexpr (bwd::bwd_uses_amx<Cfg>()) {
+    // The runtime picks an AMX target only where the OS grants the tile state (as the forward).
+    if (!amx::request_permission()) __builtin_trap();
+    amx::configure();
+    flash_bwd_task_range<Cfg>(p, task_begin, task_end);
+    amx::release();
+    return;
+  }
+#endif
+  flash_bwd_task_range<Cfg>(p, task_begin, task_end);
 }
 
 }  // namespace ejk::cpu

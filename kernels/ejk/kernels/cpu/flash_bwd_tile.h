@@ -11,6 +11,7 @@
 #include "ejk/kernels/common/flash_bwd_params.h"
 #include "ejk/kernels/common/mask.h"
 #include "ejk/kernels/common/philox.h"
+#include "ejk/kernels/cpu/amx.h"
 #include "ejk/kernels/cpu/math.h"
 #include "ejk/kernels/cpu/task.h"
 #include "ejk/kernels/cpu/tiles.h"
@@ -29,6 +30,16 @@ struct FlashBwdConfig {
 };
 
 namespace bwd {
+
+// Whether a variant's products run on AMX tiles (flash_bwd_amx.h: compiled for AMX, bf16,
+// head_dim and blocks multiples of 32); the others run on vector FMAs.
+template <class Cfg> constexpr bool bwd_uses_amx() {
+#if EJK_CPU_AMX
+  return Cfg::elem == ElemKind::bf16 && Cfg::head_dim % 32 == 0 && Cfg::block_q % 32 == 0 && Cfg::block_k % 32 == 0;
+#else
+  return false;
+#endif
+}
 
 // Sequence b's rows: its first query and key row on the sequence axes (dense: 0, with the
 // batch stride; varlen: from cu_seqlens) and its lengths.
@@ -168,7 +179,7 @@ EJK_HD void pack_transposed(const Elem<K>* src, i64 src_stride, int rows, float 
 // A block of keys of one kv head: (scale K)^T and V^T (head_dim x block_k, zero columns past
 // the block) for the score products, and the keys' segment ids (-1 past the block).
 template <class Cfg> struct KeyTile {
-  static constexpr int BK = Cfg::block_k, D = Cfg::head_dim;
+  static constexpr int BK = Cfg::block_k, D = bwd_uses_amx<Cfg>() ? 1 : Cfg::head_dim;
   static_assert(BK % kVecWidth == 0, "block_k must be a multiple of the vector width (16 with AVX-512, 8 with AVX2, 4)");
   alignas(64) float kt[D * BK];
   alignas(64) float vt[D * BK];
@@ -186,8 +197,10 @@ EJK_HD void load_key_tile(const FlashBwdParams& p, const Seq& s, i64 hk, i64 fir
   t.first = first, t.keys = keys;
   const T* k = static_cast<const T*>(f.k) + at(s, s.k_row0, first, hk, f.k_stride_b, f.k_stride_s, f.k_stride_h);
   const T* v = static_cast<const T*>(f.v) + at(s, s.k_row0, first, hk, f.v_stride_b, f.v_stride_s, f.v_stride_h);
-  pack_transposed<E, BK, D>(k, f.k_stride_s, keys, f.scale, t.kt);
-  pack_transposed<E, BK, D>(v, f.v_stride_s, keys, 1.0f, t.vt);
+  if constexpr (!bwd_uses_amx<Cfg>()) {  // the AMX products take bf16 pairs instead (AmxKeyTile)
+    pack_transposed<E, BK, D>(k, f.k_stride_s, keys, f.scale, t.kt);
+    pack_transposed<E, BK, D>(v, f.v_stride_s, keys, 1.0f, t.vt);
+  }
   if constexpr (Cfg::flags.segments)
     for (int j = 0; j < BK; ++j) t.segment[j] = j < keys ? f.kv_segment_ids[s.b * f.kv_seg_stride_b + first + j] : -1;
 }
@@ -264,7 +277,8 @@ struct TileMasks {
   bool dense_pairs;
 };
 
-// In place: s (the raw logits Q (scale K)^T) becomes P (dropout variants: P Z, the weight the
+// In place: s (score_scale times the raw logits: Q (scale K)^T with 1, Q K^T with the scale)
+// becomes P (dropout variants: P Z, the weight the
 // output was made of) and dp (dO V^T) becomes dX, for every row of the block; pairs that are
 // hidden, past the block, or in dead rows get 0 in both. Keys run along the vector lanes, so
 // mask.h's rules appear in their vector form: positions from first/last_visible_key, segments
@@ -272,7 +286,7 @@ struct TileMasks {
 // (dense_mask_visible), and transform_logit's order, bias then cap * tanh(x / cap).
 template <class Cfg>
 EJK_HD void tile_gradients(const FlashBwdParams& p, const Seq& s, i64 h, const QueryTile<Cfg>& q,
-                           const KeyTile<Cfg>& k, const TileMasks& tm, float* sp, float* dp) {
+                           const KeyTile<Cfg>& k, const TileMasks& tm, float score_scale, float* sp, float* dp) {
   constexpr int BQ = Cfg::block_q, BK = Cfg::block_k;
   constexpr AttentionFlags F = Cfg::flags;
   using T = Elem<Cfg::elem>;
@@ -310,7 +324,7 @@ EJK_HD void tile_gradients(const FlashBwdParams& p, const Seq& s, i64 h, const Q
       }
       if constexpr (F.dense_mask)
         if (tm.dense_pairs) visible &= load_mask_bytes(mask_row + j, k.keys - j) != 0;
-      vf x = vload(srow + j);
+      vf x = vload(srow + j) * score_scale;
       if constexpr (F.bias) x += load_f32_partial<Cfg::elem>(bias + j, k.keys - j);
       vf jacobian = splat<vf>(1.0f);
       if constexpr (F.softcap) {
