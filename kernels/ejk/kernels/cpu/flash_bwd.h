@@ -3,8 +3,9 @@
 // their keys; dq tasks (bias plane, query block) walk the key tiles each query block sees, and
 // sum dbias over the (batch, head) pairs of their plane; sink tasks sum one sink row's gradient.
 // Each output element is written by one task in a fixed order: the result does not depend on
-// threads. Per (query tile, key tile) the work is f32 tile products on the FMA engine
-// (flash_bwd_tile.h); tiles the masks hide entirely are skipped before their operands load.
+// threads. Per (query tile, key tile) the work is tile products with f32 accumulation, on vector
+// FMAs (flash_bwd_tile.h) or, for bf16 on AMX targets, on tiles (flash_bwd_amx.h); tiles the
+// masks hide entirely are skipped before their operands load.
 // Header only and freestanding (no standard headers): it is also JIT-compiled in-process.
 #pragma once
 #include "ejk/kernels/common/attention_variant.h"

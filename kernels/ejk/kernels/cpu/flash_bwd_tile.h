@@ -4,6 +4,8 @@
 // lanes), and the elementwise pass that turns them into P (the dropped weight under dropout) and
 // dX, the gradient of the pre-cap logit, with every mask applied. The tasks then run the
 // products that consume them (dV += P^T dO, dK += dX^T Q, dQ += dX K) on the same FMA tiles.
+// bf16 variants on AMX targets run all five products on tiles instead (flash_bwd_amx.h) and
+// share the rest.
 // Header only and freestanding (no standard headers): it is also JIT-compiled in-process.
 #pragma once
 #include "ejk/kernels/common/attention_variant.h"
