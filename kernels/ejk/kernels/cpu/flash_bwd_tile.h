@@ -82,8 +82,9 @@ EJK_HD void store_rows(void* base, i64 at0, i64 row_stride, int rows, const floa
 // have no gradient (dead).
 template <class Cfg> struct QueryTile {
   static constexpr int BQ = Cfg::block_q, Dp = Cfg::padded_dim;
-  alignas(64) float q[BQ * Dp];
-  alignas(64) float d_out[BQ * Dp];
+  static constexpr int kRows = bwd_uses_amx<Cfg>() ? 0 : BQ;  // AMX: bf16 rows in AmxQueryTile
+  alignas(64) float q[kRows * Dp + 1];
+  alignas(64) float d_out[kRows * Dp + 1];
   float lse[BQ], delta[BQ];
   i32 segment[BQ];
   i64 first;  // sequence position of row 0
@@ -108,14 +109,19 @@ EJK_HD bool load_query_tile(const FlashBwdParams& p, const Seq& s, i64 h, i64 fi
   using T = Elem<E>;
   const i64 q_at = at(s, s.q_row0, first, h, f.q_stride_b, f.q_stride_s, f.q_stride_h);
   const i64 do_at = at(s, s.q_row0, first, h, p.do_stride_b, p.do_stride_s, p.do_stride_h);
-  pack_rows<E>(static_cast<const T*>(f.q) + q_at, f.q_stride_s, rows, BQ, D, t.q, Dp);
-  pack_rows<E>(static_cast<const T*>(p.d_out) + do_at, p.do_stride_s, rows, BQ, D, t.d_out, Dp);
-  float out_row[D];
+  if constexpr (!bwd_uses_amx<Cfg>()) {
+    pack_rows<E>(static_cast<const T*>(f.q) + q_at, f.q_stride_s, rows, BQ, D, t.q, Dp);
+    pack_rows<E>(static_cast<const T*>(p.d_out) + do_at, p.do_stride_s, rows, BQ, D, t.d_out, Dp);
+  }
+  float out_row[D], d_out_row[D];
   const T* out = static_cast<const T*>(f.out) + at(s, s.q_row0, first, h, f.o_stride_b, f.o_stride_s, f.o_stride_h);
   for (int i = 0; i < rows; ++i) {
     if (t.lse[i] == neg_inf_f32()) continue;
+    const float* d_out = d_out_row;
+    if constexpr (bwd_uses_amx<Cfg>()) convert_row<E>(static_cast<const T*>(p.d_out) + do_at + i * p.do_stride_s, d_out_row, D);
+    else d_out = t.d_out + i * Dp;
     convert_row<E>(out + i * f.o_stride_s, out_row, D);
-    t.delta[i] = row_dot<D>(t.d_out + i * Dp, out_row) - (p.d_lse ? p.d_lse[lse_at(f, s, h, first + i)] : 0.0f);
+    t.delta[i] = row_dot<D>(d_out, out_row) - (p.d_lse ? p.d_lse[lse_at(f, s, h, first + i)] : 0.0f);
   }
   if constexpr (Cfg::flags.segments)
     for (int i = 0; i < rows; ++i) t.segment[i] = f.q_segment_ids[s.b * f.q_seg_stride_b + first + i];
