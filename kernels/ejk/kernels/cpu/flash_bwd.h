@@ -28,7 +28,7 @@ namespace bwd {
 // same). The spec's constraint on block_q, block_k and head_dim keeps every variant inside.
 inline constexpr long kBwdWorkspaceBytes = 512 * 1024;
 
-// Accumulators start at zero and the tile products add into them: fma_gemm scales the C it
+// Accumulators start at zero and the tile products add into them: fma_product scales the C it
 // accumulates onto by a factor per row, 1 here (exact).
 template <int N> EJK_HD void zero(float* x) {
   for (int i = 0; i < N; ++i) x[i] = 0.0f;
@@ -70,7 +70,6 @@ template <class Cfg> __attribute__((noinline)) void kv_task(const FlashBwdParams
   TileMasks tm{variant_mask<F>(f.mask), false};
   const TileRange tiles = visible_query_tiles<bounded_mask(F)>(tm.mask, k_first, k_first + nk - 1, s.sq, BQ);
   const i64 group = f.heads_q / f.heads_kv;
-  NoPrefetch none;
   for (i64 h = hk * group; h < (hk + 1) * group; ++h) {
     for (int tile = tiles.begin; tile < tiles.end; ++tile) {
       const i64 q_first = i64(tile) * BQ;
@@ -84,20 +83,20 @@ template <class Cfg> __attribute__((noinline)) void kv_task(const FlashBwdParams
       if (!load_query_tile<Cfg>(p, s, h, q_first, nq, qt) || !segments_may_meet<Cfg>(qt, kt)) continue;
       if constexpr (kAmx) {
         aqt.load(p, s, h, q_first, nq);
-        amx_gemm<BQ, BK, D>(aqt.q, D, akt.kt, BK, sp, BK, false);
-        amx_gemm<BQ, BK, D>(aqt.d_out, D, akt.vt, BK, dp, BK, false);
+        amx_product<Cfg, BQ, BK, D>(aqt.q, D, akt.kt, BK, sp, BK, false);
+        amx_product<Cfg, BQ, BK, D>(aqt.d_out, D, akt.vt, BK, dp, BK, false);
         tile_gradients<Cfg>(p, s, h, qt, kt, tm, f.scale, sp, dp);
         // dV += P^T dO, dK += dX^T Q over every row of the tile (those past it are zero).
         transpose_to_bf16<BQ, BK>(sp, pt);
         transpose_to_bf16<BQ, BK>(dp, dxt);
-        amx_gemm<BK, D, BQ>(pt, BQ, reinterpret_cast<const u32*>(aqt.d_out_pairs), D, dv, Dp, true);
-        amx_gemm<BK, D, BQ>(dxt, BQ, reinterpret_cast<const u32*>(aqt.q_pairs), D, dk, Dp, true);
+        amx_product<Cfg, BK, D, BQ>(pt, BQ, reinterpret_cast<const u32*>(aqt.d_out_pairs), D, dv, Dp, true);
+        amx_product<Cfg, BK, D, BQ>(dxt, BQ, reinterpret_cast<const u32*>(aqt.q_pairs), D, dk, Dp, true);
       } else {
         score_products<Cfg>(qt, kt, sp, dp);
         tile_gradients<Cfg>(p, s, h, qt, kt, tm, 1.0f, sp, dp);
         // dV += P^T dO, dK += dX^T Q: P and dX read transposed (keys are the product's rows).
-        fma_gemm<BK, Dp / kVecWidth>({sp, 1, BK}, qt.d_out, Dp, nq, dv, Dp, true, ones.v, none);
-        fma_gemm<BK, Dp / kVecWidth>({dp, 1, BK}, qt.q, Dp, nq, dk, Dp, true, ones.v, none);
+        fma_product<Cfg, BK, Dp / kVecWidth>({sp, 1, BK}, qt.d_out, Dp, nq, dv, Dp, ones.v);
+        fma_product<Cfg, BK, Dp / kVecWidth>({dp, 1, BK}, qt.q, Dp, nq, dk, Dp, ones.v);
       }
     }
   }
@@ -178,7 +177,6 @@ template <class Cfg> __attribute__((noinline)) void q_task(const FlashBwdParams&
                 "block_q x block_k x head_dim too large for the 512 KiB stack workspace");
   const Ones<BQ> ones;
   TileMasks tm{variant_mask<F>(f.mask), false};
-  NoPrefetch none;
   for (i64 b = pb * pl.fold_b; b < (pb + 1) * pl.fold_b; ++b) {
     const Seq s = seq_of(f, b);
     if (q_first >= s.sq) continue;
@@ -202,17 +200,17 @@ template <class Cfg> __attribute__((noinline)) void q_task(const FlashBwdParams&
         if (!segments_may_meet<Cfg>(qt, kt)) continue;
         if constexpr (kAmx) {
           akt.load(p, s, hk, k_first, nk, true);
-          amx_gemm<BQ, BK, D>(aqt.q, D, akt.kt, BK, sp, BK, false);
-          amx_gemm<BQ, BK, D>(aqt.d_out, D, akt.vt, BK, dp, BK, false);
+          amx_product<Cfg, BQ, BK, D>(aqt.q, D, akt.kt, BK, sp, BK, false);
+          amx_product<Cfg, BQ, BK, D>(aqt.d_out, D, akt.vt, BK, dp, BK, false);
           tile_gradients<Cfg>(p, s, h, qt, kt, tm, f.scale, sp, dp);
           round_to_bf16<BQ, BK>(dp, dxb);  // dQ += dX K over every key of the tile (those past it are zero)
-          amx_gemm<BQ, D, BK>(dxb, BK, reinterpret_cast<const u32*>(akt.k_pairs), D, dq, Dp, true);
+          amx_product<Cfg, BQ, D, BK>(dxb, BK, reinterpret_cast<const u32*>(akt.k_pairs), D, dq, Dp, true);
         } else {
           const i64 k_at = at(s, s.k_row0, k_first, hk, f.k_stride_b, f.k_stride_s, f.k_stride_h);
           pack_rows<E>(static_cast<const Elem<E>*>(f.k) + k_at, f.k_stride_s, nk, nk, D, k_rows, Dp);
           score_products<Cfg>(qt, kt, sp, dp);
           tile_gradients<Cfg>(p, s, h, qt, kt, tm, 1.0f, sp, dp);
-          fma_gemm<BQ, Dp / kVecWidth>({dp, BK, 1}, k_rows, Dp, nk, dq, Dp, true, ones.v, none);  // dQ += dX K
+          fma_product<Cfg, BQ, Dp / kVecWidth>({dp, BK, 1}, k_rows, Dp, nk, dq, Dp, ones.v);  // dQ += dX K
         }
         if (with_dbias) add_dbias<BK>(dbias, k_first, nq, nk, dp);
       }

@@ -56,6 +56,13 @@ EJK_HD void amx_gemm(const u16* a, i64 lda, const u32* b, i64 ldb, float* c, i64
     }
 }
 
+// amx_gemm out of line, per variant (see fma_product).
+template <class Cfg, int M, int N, int kDepth>
+__attribute__((noinline)) void amx_product(const u16* a, i64 lda, const u32* b, i64 ldb, float* c, i64 ldc,
+                                           bool accumulate) {
+  amx_gemm<M, N, kDepth>(a, lda, b, ldb, c, ldc, accumulate);
+}
+
 // rows x D bf16 rows (stride src_stride) into dst [kRows][D]; rows past `rows` zero.
 template <int kRows, int D> EJK_HD void pack_rows_bf16(const u16* src, i64 src_stride, int rows, u16* dst) {
   for (int r = 0; r < kRows; ++r) {

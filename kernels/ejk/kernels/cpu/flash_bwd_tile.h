@@ -213,13 +213,23 @@ EJK_HD void load_key_tile(const FlashBwdParams& p, const Seq& s, i64 hk, i64 fir
     for (int j = 0; j < BK; ++j) t.segment[j] = j < keys ? f.kv_segment_ids[s.b * f.kv_seg_stride_b + first + j] : -1;
 }
 
+// C (+)= A B on the FMA tiles (tiles.h), out of line: the tasks run each shape from several
+// places, and one copy per shape halves the JIT's compile; a call per tile product costs
+// nothing. Templated on the variant's Cfg so that each variant's object keeps its own copy
+// (objects of several ISAs share one library). row_scale null: C starts at zero.
+template <class Cfg, int kRows, int kCols>
+__attribute__((noinline)) void fma_product(BroadcastOperand a, const float* b, i64 ldb, int depth, float* c, i64 ldc,
+                                           const float* row_scale) {
+  NoPrefetch none;
+  fma_gemm<kRows, kCols>(a, b, ldb, depth, c, ldc, row_scale != nullptr, row_scale, none);
+}
+
 // The two score products of a tile: S = Q (scale K)^T and dP = dO V^T, both [block_q][block_k].
 template <class Cfg>
 EJK_HD void score_products(const QueryTile<Cfg>& q, const KeyTile<Cfg>& k, float* s, float* dp) {
   constexpr int BQ = Cfg::block_q, BK = Cfg::block_k, D = Cfg::head_dim, Dp = Cfg::padded_dim;
-  NoPrefetch none;
-  fma_gemm<BQ, BK / kVecWidth>({q.q, Dp, 1}, k.kt, BK, D, s, BK, false, nullptr, none);
-  fma_gemm<BQ, BK / kVecWidth>({q.d_out, Dp, 1}, k.vt, BK, D, dp, BK, false, nullptr, none);
+  fma_product<Cfg, BQ, BK / kVecWidth>({q.q, Dp, 1}, k.kt, BK, D, s, BK, nullptr);
+  fma_product<Cfg, BQ, BK / kVecWidth>({q.d_out, Dp, 1}, k.vt, BK, D, dp, BK, nullptr);
 }
 
 // ---- which tiles to skip ----
