@@ -13,6 +13,7 @@
 #include "engine/metadata.h"
 #include "ops/flash_attention/flash_args.h"
 #include "ops/flash_attention/flash_op.h"
+#include "ops/flash_attention/cpu_kv_staging.h"
 #include "ops/flash_attention/flash_bwd_reference.h"
 #include "registry.h"
 
@@ -113,6 +114,9 @@ engine::CpuWork FlashAttentionBackwardOp::cpu_prepare(const engine::Bound& b, co
     if (work.size() < need) work.resize(need);
     p.dbias_work = work.data();
   }
+  // Every dq task re-reads its kv head's K and V: head-major rows as for the forward
+  // (cpu_kv_staging.h); only k/v's pointers and strides change, dk/dv keep theirs.
+  if (detail::kv_staging_wanted(p.fwd, f.block_q)) detail::stage_kv_head_major(p.fwd, b.dtype);
   return {flash_bwd_tasks(p, f.block_q, f.block_k).total()};
 }
 
