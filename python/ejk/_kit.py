@@ -284,6 +284,16 @@ def refuse(op, **unsupported):
                                   "by ejkernel (C++)")
 
 
+def lower_mask_info(mask_info):
+    """mask_info= lowered to segment labels, a band and a dense term (ejk.types' Lowered); any
+    MaskInfo of ejk.types (JAX) or ejk.types.torch is accepted, its arrays adopted by the op."""
+    from .types.structure import MaskStructure
+    if not isinstance(mask_info, MaskStructure):
+        raise ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo (or ejk.types.torch.MaskInfo), got "
+                                f"{type(mask_info).__name__}")
+    return mask_info.lower("mask_info")
+
+
 # --- per-op modules ----------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)

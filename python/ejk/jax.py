@@ -205,8 +205,9 @@ class _Jax:
         return jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, width - x.shape[-1])])
 
     @staticmethod
-    def from_jax(x, like):
-        return jnp.asarray(x)
+    def adopt(x, like):
+        """A MaskInfo's array (JAX, NumPy, or a CPU torch tensor) as a JAX array."""
+        return jnp.asarray(x if isinstance(x, (jax.Array, np.ndarray)) else np.asarray(x))
 
     @staticmethod
     def zero_rows(out, q_ids):

@@ -260,8 +260,9 @@ class _Torch:
         return torch.nn.functional.pad(x, (0, width - x.shape[-1]))
 
     @staticmethod
-    def from_jax(x, like):
-        return torch.from_numpy(np.asarray(x)).to(like.device)
+    def adopt(x, like):
+        """A MaskInfo's array (a tensor, or a JAX or NumPy array) as a tensor on like's device."""
+        return (x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))).to(like.device)
 
     @staticmethod
     def zero_rows(out, q_ids):

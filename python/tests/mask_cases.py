@@ -83,3 +83,12 @@ def views(info):
            "materialized": info.materialize_attention_mask().attention_mask,
            "chunked_static": info.create_chunked_attention_mask(4, Q, K, offset=1)}
     return {key: np.asarray(value) for key, value in out.items()}
+
+
+def assert_same(name, mine, saved):
+    """The results of case `name` (results()) equal another library's, from its saved .npz."""
+    theirs = {key.split("/", 1)[1]: v for key, v in saved.items() if key.startswith(name + "/")}
+    assert set(mine) == set(theirs)
+    for key in mine:
+        assert mine[key].shape == theirs[key].shape, key
+        np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)

@@ -1,6 +1,8 @@
 """The seed's side of test_mask_info.py: every case of mask_cases.py built with
-``ejkernel.types``, its results saved to the .npz named by argv[1]. Run by the interpreter where
-ejkernel is installed."""
+``ejkernel.types`` (or the module argv[2] names: test_torch_mask_info.py asks for ``ejk.types``,
+JAX's, from an interpreter with JAX), its results saved to the .npz named by argv[1]. Run by the
+interpreter where that module is installed."""
+import importlib
 import sys
 
 import numpy as np
@@ -9,7 +11,7 @@ import mask_cases
 
 
 def main():
-    import ejkernel.types as types
+    types = importlib.import_module(sys.argv[2] if len(sys.argv) > 2 else "ejkernel.types")
     saved = {}
     for name, build in mask_cases.cases(types).items():
         for key, value in mask_cases.results(build()).items():

@@ -37,12 +37,7 @@ def seed_results(tmp_path_factory):
 
 @pytest.mark.parametrize("name", CASES)
 def test_same_as_the_seed(name, seed_results):
-    mine = mask_cases.results(CASES[name]())
-    theirs = {key.split("/", 1)[1]: v for key, v in seed_results.items() if key.startswith(name + "/")}
-    assert set(mine) == set(theirs)
-    for key in mine:
-        assert mine[key].shape == theirs[key].shape, key
-        np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+    mask_cases.assert_same(name, mask_cases.results(CASES[name]()), seed_results)
 
 
 def dense_reference(seg, band=(None, None), chunk=None, kv_len=None):
@@ -153,3 +148,29 @@ def test_visualize_classifies_blocks_of_the_dense_mask():
             block = dense[4 * r:4 * r + 4, 4 * c:4 * c + 4]
             want = "##" if block.all() else ".." if block.any() else "  "
             assert row[5 + 2 * c:7 + 2 * c] == want, (r, c)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_varlen_with_mask_info_under_jit(rng, causal):
+    """A MaskInfo over the packed tokens with cum_seqlens (two packings): the float64 reference's
+    output, and the gradients of the dense call given the whole mask (test_torch_mask_info.py
+    compares gradients with the float64 reference)."""
+    import flash_grad_reference as ref
+    lengths_q, lengths_k = [5, 0, 7, 4], [6, 3, 7, 5]
+    cu_q, cu_k = (np.r_[0, np.cumsum(n)].astype(np.int32) for n in (lengths_q, lengths_k))
+    tq, tk = int(cu_q[-1]), int(cu_k[-1])
+    dense = rng.random((1, tq, tk)) > 0.3
+    q, k, v = (rng.standard_normal((t, h, 32)).astype(np.float32) for t, h in ((tq, 4), (tk, 2), (tk, 2)))
+    call = jax.jit(lambda q, k, v, a, b, i: flash_attention(q, k, v, None, a, b, mask_info=i, causal=causal))
+    info = MaskInfo.from_attention_mask(dense)
+    out = call(q, k, v, jnp.asarray(cu_q), jnp.asarray(cu_k), info)
+    visible = ref.visible_mask(np, tq, tk, causal=causal, cum_q=cu_q, cum_k=cu_k) & dense
+    want, _ = ref.attention(np, *(x[None].astype(np.float64) for x in (q, k, v)), visible)
+    assert_close(out, want[0])
+
+    loss = (lambda f: lambda q, k, v: jnp.sum(f(q, k, v) * jnp.arange(tq, dtype=jnp.float32)[:, None, None]))
+    grads = jax.grad(loss(lambda q, k, v: call(q, k, v, jnp.asarray(cu_q), jnp.asarray(cu_k), info)), (0, 1, 2))(q, k, v)
+    whole = MaskInfo.from_attention_mask(visible)
+    dense_call = (lambda q, k, v: flash_attention(q[None], k[None], v[None], mask_info=whole)[0])
+    for got, exp in zip(grads, jax.grad(loss(dense_call), (0, 1, 2))(q, k, v)):
+        assert_close(got, exp)

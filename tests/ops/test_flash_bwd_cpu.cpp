@@ -24,9 +24,12 @@ constexpr const char* kOp = "flash_attention_backward";
 
 double tolerance(DType t) { return t == DType::f32 ? 1e-5 : 2e-2; }
 
-void check_problem(const Problem& p, uint64_t seed) {
+// block_q / block_k 0: the spec's heuristic.
+void check_problem(const Problem& p, uint64_t seed, int64_t block_q = 0, int64_t block_k = 0) {
   Case c = make_case(p, seed);
-  const RunInfo info = run(kOp, c.backward_args());
+  Args args = c.backward_args();
+  if (block_q) args.tune("block_q", block_q).tune("block_k", block_k);
+  const RunInfo info = run(kOp, args);
   const std::vector<ReferenceOutput> ref = reference(kOp, c.backward_args());
   for (const auto& [name, t] : c.outputs) {
     const auto r = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& x) { return x.name == name; });
@@ -98,6 +101,28 @@ TEST_CASE("flash attention backward on the CPU: feature combinations, bf16", "[f
   if (!cpu_jit_available()) SKIP("this build has no CPU JIT: the feature variants are not built in");
   uint64_t seed = 200;
   for (const Problem& p : wide_problems(DType::bf16)) check_problem(p, seed++);
+}
+
+TEST_CASE("flash attention backward on the CPU: head dims and blocks with partial vectors and tiles", "[flash_bwd][cpu]") {
+  // The tile products pad head_dim to whole vectors and transpose K and V in square blocks of
+  // vectors with a scalar tail; lengths leave partial query and key tiles.
+  if (!cpu_jit_available()) SKIP("this build has no CPU JIT: these variants are not built in");
+  using W = std::array<int64_t, 2>;
+  struct Shape {
+    int64_t d, block_q, block_k;
+    DType dtype;
+  };
+  uint64_t seed = 300;
+  for (const Shape& t : {Shape{8, 16, 16, DType::f32}, Shape{72, 32, 48, DType::f32}, Shape{24, 48, 32, DType::bf16},
+                         Shape{40, 16, 32, DType::f32}, Shape{64, 128, 128, DType::f32}}) {
+    Problem p;
+    p.dtype = t.dtype, p.d = t.d, p.sq = 150, p.sk = 133, p.hq = 6, p.hkv = 2;
+    if (t.d == 8) p.causal = true;
+    if (t.d == 72) p.window = W{40, 9}, p.segments = true, p.bias = BiasKind::full;
+    if (t.d == 24) p.softcap = 2.0, p.sinks = SinkKind::per_head;
+    if (t.d == 40) p.varlen = true, p.b = 3, p.sq = 90, p.sk = 101, p.causal = true;
+    check_problem(p, seed++, t.block_q, t.block_k);
+  }
 }
 
 TEST_CASE("flash attention backward on the CPU is deterministic", "[flash_bwd][cpu]") {

@@ -1,14 +1,17 @@
 // nsa_selection_attention's forward on the CUDA backend through the public API: random
 // selections (own, earlier, later and repeated blocks, empty slots), block counts, GQA groups of
 // 1 to 20 heads (two warps' worth of rows), partial tiles, bf16 and f16, head dims 64 and 128,
-// against the float64 reference; the CPU backward from the GPU forward's out and lse. Skips with
-// the reason when no GPU can run here.
+// against the float64 reference; then the CUDA backward (dq, dk, dv, with d_lse in some) from the
+// GPU forward's out and lse against the float64 gradients, run twice to the same bits (no
+// order-dependent sums), and the CPU backward from the same outputs. Skips with the reason when
+// no GPU can run here.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstring>
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "blocksparse_problem.h"
@@ -57,7 +60,7 @@ std::map<std::string, Tensor> make(const Nsa& p, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("the CUDA forward matches the float64 reference", "[nsa][cuda]") {
+TEST_CASE("the CUDA forward and backward match the float64 reference", "[nsa][cuda]") {
   require_gpu();
   std::mt19937_64 rng(20261203);
   std::vector<Nsa> problems;
@@ -96,21 +99,48 @@ TEST_CASE("the CUDA forward matches the float64 reference", "[nsa][cuda]") {
     const auto refs = reference("nsa_selection_attention", cpu);
     CHECK(rel_l2(values_of(out), ref_of(refs, "out")) <= 1e-2);
     CHECK(rel_l2(values_of(lse), ref_of(refs, "lse")) <= 1e-2);
-    // The CPU backward from the GPU forward's outputs (its f16 keys are JIT-only).
-    if (p.dtype == DType::f16 && !cpu_jit_available()) continue;
+    // The backward from the GPU forward's outputs: on the GPU (twice, to the same bits), and on
+    // the CPU (its f16 keys are JIT-only).
     Tensor d_out = random_tensor(out.shape(), p.dtype, rng);
-    Args bwd = cpu;
-    bwd.set("out", out.view()).set("lse", lse.view()).set("d_out", d_out.view());
-    const Args ref_args = bwd;
+    Args ref_args = cpu;
+    ref_args.set("out", out.view()).set("lse", lse.view()).set("d_out", d_out.view());
+    Tensor d_lse = random_tensor(lse.shape(), DType::f32, rng);
+    if (p.counts) ref_args.set("d_lse", d_lse.view());
+    const auto grefs = reference("nsa_selection_attention_backward", ref_args);
+    Tensor g_d_out = d_out.to(kGpu), g_d_lse = d_lse.to(kGpu);
+    Args gbwd = gpu;
+    gbwd.set("out", g_out.view()).set("lse", g_lse.view()).set("d_out", g_d_out.view());
+    if (p.counts) gbwd.set("d_lse", g_d_lse.view());
+    std::map<std::string, std::vector<double>> first;
+    for (int pass = 0; pass < 2; ++pass) {
+      std::map<std::string, Tensor> grads;
+      for (const auto& [name, like] : {std::pair{"dq", "q"}, std::pair{"dk", "k"}, std::pair{"dv", "v"}}) {
+        Tensor g = Tensor::empty(host[like].shape(), p.dtype);
+        std::memset(g.data(), 0xff, g.nbytes());  // NaN in bf16 and f16
+        grads[name] = g.to(kGpu);
+        gbwd.set(name, grads[name].view());
+      }
+      const RunInfo binfo = run("nsa_selection_attention_backward", gbwd);
+      synchronize(kGpu);
+      CHECK(binfo.backend == Backend::cuda);
+      for (auto& [name, g] : grads) {
+        const std::vector<double> got = values_of(g.to(Device{}));
+        INFO("cuda " << name << " pass " << pass << " rel-L2 " << rel_l2(got, ref_of(grefs, name)));
+        CHECK(rel_l2(got, ref_of(grefs, name)) <= 2e-2);
+        if (pass == 0) first[name] = got;
+        else CHECK(got == first[name]);
+      }
+    }
+    if (p.dtype == DType::f16 && !cpu_jit_available()) continue;
+    Args bwd = ref_args;
     std::map<std::string, Tensor> grads;
     grads["dq"] = Tensor::empty(host["q"].shape(), p.dtype);
     grads["dk"] = Tensor::empty(host["k"].shape(), p.dtype);
     grads["dv"] = Tensor::empty(host["v"].shape(), p.dtype);
     for (auto& [name, g] : grads) bwd.set(name, g.view());
     run("nsa_selection_attention_backward", bwd);
-    const auto grefs = reference("nsa_selection_attention_backward", ref_args);
     for (auto& [name, g] : grads) {
-      INFO(name);
+      INFO("cpu " << name);
       CHECK(rel_l2(values_of(g), ref_of(grefs, name)) <= 2e-2);
     }
   }

@@ -20,10 +20,10 @@ def blocksparse_attention(fw, query, key, value, softmax_aux=None, bias=None, *,
       softmax_aux: sinks, normalized as the seed's XLA code does: [Hq] or [Hkv] (one per head),
         another 1-D length (shared by every head), [Hq, S] or [Hkv, S]; cast to float32.
       bias: not supported (NotImplementedError; the seed's XLA code raises too).
-      mask_info: an ``ejk.types.MaskInfo``: its segment ids and band become the kernel's
-        segment ids, causal flag and window. Causal and window count positions by index
-        (the seed's positions within a segment give the same mask when q and kv share the
-        segment layout).
+      mask_info: an ``ejk.types.MaskInfo`` (or ``ejk.types.torch.MaskInfo``): its segment ids and
+        band become the kernel's segment ids, causal flag and window (a dense term:
+        NotImplementedError). Causal and window count positions by index (the seed's positions
+        within a segment give the same mask when q and kv share the segment layout).
       attention_mask: [B, Sk], a key padding mask (as the seed's XLA code reads a 2-D one, which
         its type check refuses); a dense 3-D or 4-D mask is NotImplementedError (pass the layout
         through qkv_layouts and segments through mask_info).
@@ -122,13 +122,14 @@ def _sinks(fw, aux, heads, kv_heads):
 
 def _lower(fw, mask_info, tensors, scalars):
     """mask_info as segment ids and a band, merged into tensors and scalars."""
-    from .. import types
-    if not isinstance(mask_info, types.MaskInfo):
-        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
-    lowered = mask_info.lower("mask_info")
+    lowered = _kit.lower_mask_info(mask_info)
+    if lowered.attention_mask is not None:
+        raise NotImplementedError("mask_info: a dense term (a 3-D/4-D mask, per-batch offsets, decode/prefill slices, "
+                                  "a union of token types) is not supported by blocksparse_attention in ejkernel "
+                                  "(C++): give segment ids, causal and window only")
     if lowered.q_segment_ids is not None:
-        tensors["q_segment_ids"] = fw.from_jax(lowered.q_segment_ids, tensors["q"])
-        tensors["kv_segment_ids"] = fw.from_jax(lowered.kv_segment_ids, tensors["q"])
+        tensors["q_segment_ids"] = fw.adopt(lowered.q_segment_ids, tensors["q"])
+        tensors["kv_segment_ids"] = fw.adopt(lowered.kv_segment_ids, tensors["q"])
     if lowered.band != (None, None):
         scalars["causal"], scalars["sliding_window"] = _band(lowered.band, scalars["causal"],
                                                              scalars["sliding_window"], tensors["k"].shape[2])

@@ -4,6 +4,7 @@ ids, causal flag and window, what ejkernel (C++) lacks refused by name, and (JAX
 wrapper. ``flash_attention_with_lse`` (ours) also returns the log-sum-exp and takes segment ids
 and varlen bounds directly."""
 from .. import _kit
+from . import _varlen_mask
 
 # The operands under shard_map: the seed's seven in_specs, then what mask_info's shardings give
 # (its segment ids and its dense mask; the block_tables slot has no operand here).
@@ -38,12 +39,16 @@ def flash_attention(fw, query, key, value, bias=None, cum_seqlens_q=None, cum_se
         the device). They are gathered into [B, Sk, Hkv, D] before the kernel, one more pass
         over the keys read; differentiable (the gradient scatters back into the pages). Not with
         varlen (as the seed).
-      mask_info: an ``ejk.types.MaskInfo``: its segment ids, causal offset, window and chunks
-        become the kernel's segment ids, causal flag and window; a dense term that is a segment
-        mask and concrete becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
+      mask_info: an ``ejk.types.MaskInfo`` (or ``ejk.types.torch.MaskInfo``, the same on torch
+        tensors): its segment ids, causal offset, window and chunks become the kernel's segment
+        ids, causal flag and window; a dense term that is a segment mask and concrete (not
+        traced) becomes segment ids too, any other (a 3-D/4-D mask, per-batch offsets,
         decode/prefill slices, token types; or one under tracing) is read by the kernel's
-        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (not with varlen; on CUDA its
-        gradient takes no bias). Query rows whose segment id is -1, or that see no key, give 0.
+        mask-reading variant as a uint8 [B|1, Hq|1, Sq, Sk] (on CUDA its gradient takes no
+        bias). Query rows whose segment id is -1, or that see no key, give 0. With packed
+        varlen: a MaskInfo over the packed tokens, shape (1, Tq, Tk), ANDed with each
+        sequence's own keys and causal / sliding_window within the sequence; run as one dense
+        call over every packed pair (ops/_varlen_mask.py; no dropout, no bias, no mesh).
       softmax_scale: multiplies q.k (default 1/sqrt(D)).
       dropout_prob: p in [0, 1): each attention weight is dropped with probability p and the
         kept ones are scaled by 1 / (1 - p); the softmax denominator does not see dropout. The
@@ -124,8 +129,14 @@ def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
         tensors["bias"] = fw.cast_float(tensors["bias"], fw.dtype_name(q))
     if options.get("cfg") is not None:
         scalars = dict(scalars, cfg=options["cfg"])
-    zero_rows = None
-    if mask_info is not None:
+    zero_rows, packed_3d = None, False
+    if mask_info is not None and "cum_seqlens_q" in tensors:
+        if mesh is not None:
+            fw.refuse("flash_attention", **{"mesh (with mask_info and cum_seqlens_q)": True})
+        packed_3d = _varlen_mask.lower(fw, mask_info, tensors, scalars, _band)
+        visible = mask_info.q_segment_ids
+        zero_rows = None if visible is None else fw.adopt(visible, tensors["q"])
+    elif mask_info is not None:
         zero_rows = _lower(fw, mask_info, tensors, scalars)
     head_dim = q.shape[-1]
     tile = fw.head_dim_multiple(q)
@@ -147,6 +158,8 @@ def _attend(fw, given, mask_info, scalars, options, sharding, return_lse):
         out = out[..., :head_dim]
     if zero_rows is not None:
         out = fw.zero_rows(out, zero_rows)
+    if packed_3d:
+        out = out[0]
     return (out, lse) if return_lse else out
 
 
@@ -188,34 +201,25 @@ def _dropout_scalars(dropout_prob, dropout_seed):
 def _lower(fw, mask_info, tensors, scalars):
     """mask_info as segment ids and a band, merged into tensors and scalars; returns the seed's
     visible query ids (rows at -1 give 0), or None."""
-    from .. import types
-    if not isinstance(mask_info, types.MaskInfo):
-        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
-    if "cum_seqlens_q" in tensors:
-        raise NotImplementedError("mask_info: not with packed varlen (cum_seqlens_q) in ejkernel (C++)")
-    lowered = mask_info.lower("mask_info")
+    lowered = _kit.lower_mask_info(mask_info)
     if lowered.attention_mask is not None:
-        tensors["attention_mask"] = _dense_mask(fw, lowered.attention_mask, tensors["q"])
+        tensors["attention_mask"] = _dense_mask(fw, mask_info.xp, lowered.attention_mask, tensors["q"])
     if lowered.q_segment_ids is not None:
-        tensors["q_segment_ids"] = fw.from_jax(lowered.q_segment_ids, tensors["q"])
-        tensors["kv_segment_ids"] = fw.from_jax(lowered.kv_segment_ids, tensors["q"])
+        tensors["q_segment_ids"] = fw.adopt(lowered.q_segment_ids, tensors["q"])
+        tensors["kv_segment_ids"] = fw.adopt(lowered.kv_segment_ids, tensors["q"])
     if lowered.band != (None, None):
         causal, window = _band(lowered.band, fw.scalar("causal", scalars["causal"], "bool"),
                                scalars["sliding_window"], tensors["k"].shape[1])
         scalars["causal"], scalars["sliding_window"] = causal, window
     visible = mask_info.q_segment_ids
-    return None if visible is None else fw.from_jax(visible, tensors["q"])
+    return None if visible is None else fw.adopt(visible, tensors["q"])
 
 
-def _dense_mask(fw, mask, q):
-    """MaskInfo's dense term (bool [B, H|1, Q, K]) as the kernel's attention_mask: uint8 on q's
-    device, true = visible."""
-    import jax.numpy as jnp
-    m = jnp.asarray(mask)
-    if m.ndim == 3:
-        m = m[:, None]
-    m = (m != 0).astype(jnp.uint8)
-    return m if fw.name == "jax" else fw.from_jax(m, q)
+def _dense_mask(fw, xp, mask, q):
+    """MaskInfo's dense term (bool [B, H|1, Q, K], in the MaskInfo's arrays: `xp`) as the
+    kernel's attention_mask: uint8 on q's device, true = visible."""
+    m = mask[:, None] if mask.ndim == 3 else mask
+    return fw.adopt(xp.astype(m != 0, xp.uint8), q)
 
 
 def _band(band, causal, sliding_window, kv_len):

@@ -184,7 +184,7 @@ def native_sparse_attention(fw, query, key, value, g_cmp=None, g_slc=None, block
         be concrete (they size each sequence's blocks). The seed does not support it.
       softmax_scale: multiplies q.k in both branches (default 1/sqrt(D)).
       platform: None or "auto" (where query is), "cpu", "cuda"; on CUDA the selection's forward
-        runs on tensor cores (bfloat16, float16), its backward has CPU kernels only.
+        and backward run on tensor cores (bfloat16, float16).
       cfg: None (the selection op has no tuning values).
 
     Returns:

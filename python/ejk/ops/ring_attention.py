@@ -279,16 +279,13 @@ def _segments(fw, mask_info, given, q, k, sharding):
                                   "shards' segment ids")
     if mask_info is None:
         return _given_ids(fw, given, q, k)
-    from .. import types
-    if not isinstance(mask_info, types.MaskInfo):
-        raise _kit.ArgumentTypeError(f"mask_info: expected an ejk.types.MaskInfo, got {type(mask_info).__name__}")
-    lowered = mask_info.lower("mask_info")
-    if lowered.band != (None, None):
+    lowered = _kit.lower_mask_info(mask_info)
+    if lowered.band != (None, None) or lowered.attention_mask is not None:
         raise NotImplementedError("mask_info: only segment ids in ring_attention in ejkernel (C++): give a causal or "
                                   "windowed mask as causal= / sliding_window= (global positions)")
     if lowered.q_segment_ids is None:
         return None
-    ids = fw.from_jax(lowered.q_segment_ids, q), fw.from_jax(lowered.kv_segment_ids, q)
+    ids = fw.adopt(lowered.q_segment_ids, q), fw.adopt(lowered.kv_segment_ids, q)
     _check_ids("mask_info: ", ids, q, k)
     return ids
 

@@ -48,6 +48,26 @@ inline constexpr i64 kNsaKeyTile = 64;
 inline constexpr int kNsaWarpThreads = 32;
 EJK_HD constexpr i64 nsa_fwd_smem(i64 head_dim) { return (16 + 2 * kNsaKeyTile) * head_dim * 2; }
 
+// The CUDA backward: one kernel, launched twice in stream order (phase). kNsaBwdDq runs a warp
+// per row task and also writes each row's delta = d_out . out - d_lse into `delta` ([B][T][Hq]
+// f32, the call's workspace); kNsaBwdKv runs 4 warps (16 keys each) per key task and reads it.
+enum NsaBwdPhase : int { kNsaBwdDq = 0, kNsaBwdKv = 1 };
+struct NsaBwdCudaParams {
+  NsaParams p;
+  float* delta;
+  int phase;
+};
+inline constexpr int kNsaBwdKvThreads = 128;
+static_assert(kNsaBwdKvThreads / 32 * 16 == kNsaKeyTile, "a warp per 16 keys of a key tile");
+// dq: Q and dO [16][D], the K and V tiles [kNsaKeyTile][D], 16-bit.
+EJK_HD constexpr i64 nsa_bwd_dq_smem(i64 head_dim) { return (32 + 2 * kNsaKeyTile) * head_dim * 2; }
+// dk/dv: the same 16-bit rows, then the scan's token offsets, its per-warp counts and the
+// batch's tokens, heads, lse and delta (4 bytes each).
+EJK_HD constexpr i64 nsa_bwd_kv_smem(i64 head_dim) {
+  return (32 + 2 * kNsaKeyTile) * head_dim * 2 + 4 * (kNsaBwdKvThreads + kNsaBwdKvThreads / 32 + 4 * 16);
+}
+EJK_HD constexpr i64 nsa_bwd_cuda_smem(i64 head_dim) { return nsa_bwd_kv_smem(head_dim); }
+
 EJK_HD i64 nsa_count(const NsaParams& p, i64 b, i64 t, i64 hk) {
   if (!p.block_counts) return p.slots;
   const i64 c = p.block_counts[b * p.bc_stride_b + t * p.bc_stride_t + hk * p.bc_stride_h];

@@ -6,11 +6,13 @@
 // Scalar FMAs, one warp per block: thread j owns key j of its block (dk/dv tasks) or query j
 // (dq tasks), with its accumulators in local memory; K/V tiles in shared memory as the element
 // type. Only bias variants and head dims that are no multiple of 16 take this kernel; the rest
-// run flash_bwd_tc.cuh's tensor-core launches (flash_bwd_tensor_cores).
+// run flash_bwd_tc.cuh's tensor-core launches (flash_bwd_tensor_cores), on sm90a with the
+// wgmma kernels of flash_bwd_sm90.cuh where flash_bwd_uses_wgmma says so.
 #pragma once
 #include "ejk/kernels/common/attention_variant.h"
 #include "ejk/kernels/common/flash_bwd_params.h"
 #include "ejk/kernels/cuda/flash_bwd_launch.h"
+#include "ejk/kernels/cuda/flash_bwd_sm90.cuh"
 #include "ejk/kernels/cuda/flash_bwd_tc.cuh"
 #include "ejk/kernels/cuda/ptx.cuh"
 
@@ -257,7 +259,7 @@ template <class Cfg> __device__ void flash_bwd_scalar(const FlashBwdParams& p) {
   }
 }
 
-// Cfg: E (bf16 or f16), kD, kBlockQ, kBlockK, kFlags. p.phase picks the launch (the scalar
+// Cfg: kArch, E (bf16 or f16), kD, kBlockQ, kBlockK, kFlags. p.phase picks the launch (the scalar
 // kernel's one, or one of the tensor-core path's four).
 template <class Cfg> __device__ void flash_bwd(const FlashBwdParams& p) {
   if (blockIdx.x == 0 && threadIdx.x == 0 && (p.phase == kBwdScalar || p.phase == kBwdDelta)) {
@@ -267,11 +269,16 @@ template <class Cfg> __device__ void flash_bwd(const FlashBwdParams& p) {
   }
   if constexpr (!flash_bwd_tensor_cores(Cfg::kFlags.bias, Cfg::kD)) {
     flash_bwd_scalar<Cfg>(p);
-  } else {
-    if (p.phase == kBwdDelta) bwd_delta_rows<Cfg>(p);
-    else if (p.phase == kBwdKv) bwd_kv_tc<Cfg>(p);
-    else if (p.phase == kBwdQ) bwd_q_tc<Cfg>(p);
-    else if constexpr (Cfg::kFlags.sinks) bwd_sink_task<Cfg>(p, blockIdx.x);
+  } else if (p.phase == kBwdDelta) {
+    bwd_delta_rows<Cfg>(p);
+  } else if (p.phase == kBwdKv) {
+    if constexpr (flash_bwd_uses_wgmma<Cfg>()) bwd_kv_sm90<Cfg>(p);
+    else bwd_kv_tc<Cfg>(p);
+  } else if (p.phase == kBwdQ) {
+    if constexpr (flash_bwd_uses_wgmma<Cfg>()) bwd_q_sm90<Cfg>(p);
+    else bwd_q_tc<Cfg>(p);
+  } else if constexpr (Cfg::kFlags.sinks) {
+    bwd_sink_task<Cfg>(p, blockIdx.x);
   }
 }
 

@@ -26,6 +26,11 @@ __device__ __forceinline__ float bwd_lse_log2(const FlashFwdParams& f, const Seq
   const float lse = f.lse[bwd_row_at(f, seq, h, i)];
   return lse == neg_inf_f32() ? __int_as_float(0x7f800000) : lse * kLog2e;
 }
+// bwd_lse_log2's mapping of an lse read earlier (-inf for rows past the sequence); bwd_lse_log2
+// keeps its own expression, since calling this changed the code of the kernels that use it.
+__device__ __forceinline__ float bwd_lse_to_log2(float lse) {
+  return lse == neg_inf_f32() ? __int_as_float(0x7f800000) : lse * kLog2e;
+}
 
 template <class Cfg> __device__ void bwd_delta_rows(const FlashBwdParams& p) {
   constexpr Elem E = Cfg::E;
@@ -93,11 +98,16 @@ __device__ __forceinline__ void bwd_logits(float (&s)[C::kMTiles][C::kNTiles][4]
         s[mt][nt][i] = transform_logit<false, C::kSoftcap>(s[mt][nt][i] * f.scale, 0.f, f.softcap, inv_cap, tanh_fn) * kLog2e;
 }
 
+// The two halves of bwd_grad for kernels that take P before dP is ready (flash_bwd_sm90.cuh;
+// without a soft cap, whose Jacobian needs the logit): P from the log2 logit x, then dS.
+__device__ __forceinline__ float bwd_prob(float x, float lse2) { return fast_exp2(prob_exponent(x, lse2)); }
+__device__ __forceinline__ float bwd_ds_uncapped(float prob, float dp, float delta) { return prob * (dp - delta); }
+
 // dS from log2 logits x (-inf: masked), dP, the row's (or column's) lse and delta: P into x,
 // dS (with the softcap Jacobian 1 - (s / cap)^2) into dp.
 __device__ __forceinline__ void bwd_grad(float& x, float& dp, float lse2, float delta, float cap_ln2) {
-  const float prob = fast_exp2(prob_exponent(x, lse2));
-  float ds = prob * (dp - delta);
+  const float prob = bwd_prob(x, lse2);
+  float ds = bwd_ds_uncapped(prob, dp, delta);
   if (cap_ln2 != 0.f) {
     const float t = x * cap_ln2;
     ds = prob > 0.f ? ds * (1.f - t * t) : 0.f;

@@ -2,13 +2,11 @@
 // key's target and tile shape (flash_fwd_uses_wgmma, shared with the host runtime), so the
 // template stays a list of constants.
 #pragma once
+#include "ejk/kernels/cuda/arch.h"
 #include "ejk/kernels/cuda/flash_fwd_sm80.cuh"
 #include "ejk/kernels/cuda/flash_fwd_sm90.cuh"
 
 namespace ejk::cuda {
-
-// Key targets, spelled as in the key (templates render {{target}} into Arch::sm80 / ::sm90a).
-enum class Arch { sm80, sm90a };
 
 // Dropout and dense-mask keys run the sm80 family on sm90a too (docs/design/dropout.md,
 // dense_mask.md).

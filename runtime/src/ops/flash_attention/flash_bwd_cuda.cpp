@@ -70,7 +70,7 @@ void FlashAttentionBackwardOp::cuda_launch(const engine::Bound& b, const engine:
   if (p.fwd.dense_mask != nullptr)  // before the kernels that read it (stream order)
     launch_mask_tiles(lc, 1, p.fwd, facts.block_q, facts.block_k,
                       static_cast<unsigned char*>(lc.scratch()) + mask_tiles_offset(scratch_bytes(p)));
-  launch_flash_bwd_tc(name(), p, args, {facts.block_q, facts.block_k, lse_rows(p), sinks}, lc);
+  launch_flash_bwd_tc(name(), p, args, {facts.block_q, facts.block_k, lse_rows(p), sinks, 0, 0, facts.wgmma}, lc);
 }
 
 }  // namespace ejk::ops

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "ejk/core/error.h"
+#include "ejk/kernels/cuda/flash_bwd_launch.h"
 #include "engine/call.h"
 #include "engine/metadata.h"
 #include "ops/flash_attention/flash_args.h"
 #include "ops/flash_attention/flash_op.h"
+#include "ops/flash_attention/cpu_kv_staging.h"
 #include "ops/flash_attention/flash_bwd_reference.h"
 #include "registry.h"
 
@@ -78,7 +80,11 @@ std::vector<VariantKey> FlashAttentionBackwardOp::companions(const VariantKey& k
 
 void FlashAttentionBackwardOp::plan_facts(const engine::PlanData& plan, void* facts) const {
   auto* f = new (facts) FlashBwdPlanFacts{};
-  f->block_q = plan.key.get_int("block_q"), f->block_k = plan.key.get_int("block_k");
+  const VariantKey& key = plan.key;
+  f->block_q = key.get_int("block_q"), f->block_k = key.get_int("block_k");
+  f->wgmma = key.backend == "cuda" &&
+             cuda::flash_bwd_wgmma(key.target == "sm90a", key.get_flag("bias"), key.get_flag("dropout"),
+                                   key.get_flag("dmask"), key.get_int("head_dim"), f->block_q, f->block_k);
 }
 
 engine::CpuWork FlashAttentionBackwardOp::cpu_prepare(const engine::Bound& b, const engine::PlanData& plan,
@@ -108,6 +114,9 @@ engine::CpuWork FlashAttentionBackwardOp::cpu_prepare(const engine::Bound& b, co
     if (work.size() < need) work.resize(need);
     p.dbias_work = work.data();
   }
+  // Every dq task re-reads its kv head's K and V: head-major rows as for the forward
+  // (cpu_kv_staging.h); only k/v's pointers and strides change, dk/dv keep theirs.
+  if (detail::kv_staging_wanted(p.fwd, f.block_q)) detail::stage_kv_head_major(p.fwd, b.dtype);
   return {flash_bwd_tasks(p, f.block_q, f.block_k).total()};
 }
 

@@ -32,9 +32,10 @@ class FlashAttentionBackwardOp final : public engine::OpDef {
   const int pv_seqlen_q, pv_seqlen_k;
 };
 
-// What a plan's key says, read once: its blocks.
+// What a plan's key says, read once: its blocks, and whether it runs the sm90a wgmma kernels.
 struct FlashBwdPlanFacts {
   int64_t block_q = 0, block_k = 0;
+  bool wgmma = false;
 };
 
 const FlashAttentionBackwardOp& flash_attention_backward_op();

@@ -49,8 +49,10 @@ void launch_flash_bwd_tc(const std::string& op, FlashBwdParams& p, void** args, 
             unsigned(cuda::flash_bwd_kv_threads(bk)), unsigned(cuda::flash_bwd_kv_smem(d, bq, bk) + l.kv_extra_smem),
             args);
   p.phase = cuda::kBwdQ;
-  lc.launch(0, engine::Grid{flash_grid_x(op, "dq", f.batch * f.heads_q * ceil_div<int64_t>(f.seqlen_q, bq))},
-            unsigned(cuda::flash_bwd_q_threads(bq)), unsigned(cuda::flash_bwd_q_smem(d, bq, bk) + l.q_extra_smem), args);
+  const cuda::FlashBwdDqShape dq = cuda::flash_bwd_dq_shape(l.wgmma, bq, bk);
+  lc.launch(0, engine::Grid{flash_grid_x(op, "dq", f.batch * f.heads_q * ceil_div<int64_t>(f.seqlen_q, dq.rows))},
+            unsigned(cuda::flash_bwd_q_threads(dq.rows)),
+            unsigned(cuda::flash_bwd_q_smem(d, dq.rows, dq.tile) + l.q_extra_smem), args);
   if (l.sinks > 0) {
     p.phase = cuda::kBwdSinks;
     lc.launch(0, engine::Grid{unsigned(l.sinks)}, cuda::kFlashBwdBlock, 0, args);

@@ -32,6 +32,7 @@ struct FlashBwdTcLaunch {
   int64_t lse_rows;                         // query rows of lse's layout (delta has them too)
   int64_t sinks;                            // blocks of the sink-row launch (0: none)
   int64_t kv_extra_smem = 0, q_extra_smem = 0;  // past the kernels' own (a walk's bitmaps)
+  bool wgmma = false;                           // the sm90a kernels (flash_bwd_wgmma): dQ blocks swapped
 };
 
 // The four launches; p lives inside the params `args` points at (its phase and delta are set

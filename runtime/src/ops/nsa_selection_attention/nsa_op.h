@@ -1,7 +1,7 @@
 // nsa_selection_attention and nsa_selection_attention_backward through the engine. One OpDef
 // class serves both (the backward binds the forward's arguments under the same names): the
-// checks the specs cannot state, NsaParams from the bound call, the CPU tasks, the CUDA forward's
-// launch (nsa_cuda.cpp) and the float64 reference (nsa_reference.h).
+// checks the specs cannot state, NsaParams from the bound call, the CPU tasks, the CUDA launches
+// (nsa_cuda.cpp) and the float64 reference (nsa_reference.h).
 #pragma once
 #include <string_view>
 
@@ -17,8 +17,10 @@ class NsaSelectionOp final : public engine::OpDef {
   void check(const engine::Bound& b) const override;
   engine::CpuWork cpu_prepare(const engine::Bound& b, const engine::PlanData& plan, void* params) const override;
 #if EJK_HAVE_CUDA
-  // The forward's (nsa_cuda.cpp); the backward has CPU kernels only.
+  // nsa_cuda.cpp: the forward's launch, the backward's two (dq with the delta rows, then dk/dv)
+  // and its workspace (the delta rows).
   void cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const override;
+  Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   int64_t cuda_dynamic_smem(const VariantKey& key) const override;
 #endif
   void reference(const engine::Bound& b, double* const* out) const override;

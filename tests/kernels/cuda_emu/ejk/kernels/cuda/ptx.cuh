@@ -4,7 +4,7 @@
 // shuffles as warp collectives (each lane posts its operands, a warp barrier, each lane computes
 // its own fragment by the PTX ISA's layouts), block votes over a shared word. Only what delta.cuh,
 // delta_chunk.cuh, linear_chunk.cuh, flash_mask_tiles.cuh, the flash forward's tile pieces
-// (flash_fwd_tile.cuh), grouped_matmul_tc.cuh, nsa_fwd.cuh and page_decode_tc.cuh use.
+// (flash_fwd_tile.cuh), grouped_matmul_tc.cuh, nsa_fwd.cuh, nsa_bwd.cuh and page_decode_tc.cuh use.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -76,6 +76,16 @@ inline int __all_sync(unsigned, int pred) {
   emu::warp_bar[w]->arrive_and_wait();
   return all;
 }
+inline unsigned __ballot_sync(unsigned, int pred) {
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  emu::slots[w][l][6] = pred != 0;
+  emu::warp_bar[w]->arrive_and_wait();
+  unsigned mask = 0;
+  for (int i = 0; i < 32; ++i) mask |= unsigned(emu::slots[w][i][6] != 0) << i;
+  emu::warp_bar[w]->arrive_and_wait();
+  return mask;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline float __shfl_up_sync(unsigned, float x, int o) {
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
   std::memcpy(&emu::slots[w][l][0], &x, 4);
