@@ -275,10 +275,12 @@ __device__ __forceinline__ void chunk_bwd_key_weights(float (&acc)[K / 8][4], co
   }
 }
 
-// dv for the warp's rows j without the skip: f K dS + PA^T dO.
+// dv for the warp's rows j without the skip: f K dS + PA^T dO; with vs, the first part's column
+// sums of v_j dv_j over the warp's rows (the column gate's end term).
 template <Elem E, int K, int PK, int PV>
 __device__ __forceinline__ void chunk_bwd_dv(float (&acc)[4][4], const u16* sk, const u16* sds, const u16* spa,
-                                             const u16* sdo, const float* G, const float* W) {
+                                             const u16* sdo, const u16* sv, const float* G, const float* W,
+                                             float* vs) {
   const int warp = threadIdx.x / 32, row0 = 16 * warp;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
@@ -300,6 +302,7 @@ __device__ __forceinline__ void chunk_bwd_dv(float (&acc)[4][4], const u16* sk, 
   chunk_key_decays(f0, f1, G, W, true);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
+  if (vs != nullptr) chunk_col_dots<E, kLinearChunkCols, PV>(vs, acc, sv, nullptr);  // f holds the weights
 #pragma unroll
   for (int ib = 0; ib < 4; ++ib) {
     if (ib < warp) continue;
@@ -372,6 +375,7 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
   float* const yv = rs + K;
   float* const cs = yv + C * kLinearChunkCols;
   float* const ks = cs + 4 * kLinearChunkCols;
+  float* const vs = ks + 4 * K;
   const ChunkView& v = b.f;
   // The scalar gate's terms in the row gates' room.
   const ChunkGateSums gs{gt, gt + C, gt + 3 * C, gt + 2 * C};
@@ -404,7 +408,7 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
     __syncthreads();  // the chunk's operands, S0, G and W are visible
     // The end state's term: dS . S0 per row here, the rest from dk's state part (ks, gs.state).
     chunk_row_terms<K>(rs, D, start);
-    if (b.dgv != nullptr) chunk_col_terms<K>(cs, D, start + K * kLinearChunkCols);
+    if (b.dgv != nullptr) chunk_col_terms<K>(cs, D, start);
     {
       u32 da[4][4];
       chunk_bwd_scores<E, K, PK, PV>(da, spa, sda, sq, sk, sv, sdo, G, W, v.scale, gsp);
@@ -422,12 +426,12 @@ template <Elem E, int K> __device__ void linear_chunk_bwd(const ChunkBwdView& b)
     }
     {
       float acc[4][4];
-      chunk_bwd_dv<E, K, PK, PV>(acc, sk, sds, spa, sdo, G, W);
+      chunk_bwd_dv<E, K, PK, PV>(acc, sk, sds, spa, sdo, sv, G, W, b.dgv != nullptr ? vs : nullptr);
       if (b.dgv != nullptr) chunk_bwd_col_rows<E, K, PK, PV>(yv, acc, sq, ss, spa, sv, sdo, G, v.scale);
       chunk_bwd_put_dv<E, PV>(b, acc, sdo, n0, rows);
     }
     __syncthreads();  // every read of the old dS copy is done and the gate terms are complete
-    if (b.row_gates) chunk_bwd_gates<E, K>(b, gt, rs, ks, G, yv, cs, n0, rows);
+    if (b.row_gates) chunk_bwd_gates<E, K>(b, gt, rs, ks, G, yv, cs, vs, n0, rows);
     else chunk_bwd_scalar_gates<K>(b, gs, rs, G, n0, rows);
     chunk_update<E, K, PK, PV>(D, qw, sdo, G);
     chunk_put_state<E, K, PV>(sds, D);

@@ -10,8 +10,8 @@
 //             + exp(G_C) dS . S0 + sum_j k_j . dk_state_j
 // each term from the same f32 numbers. When wanted, the gradient of a per-column log decay
 // (recurrent attention's gv, absent here, so that of a gate of zeros), the tile's own:
-// d l_n[c] = sum_{i >= n} (dO_i o'_i - v_i dv'_i)[c] + sum_r (dS . S_end)[r, c], with o' and dv'
-// the output and dv without the skip.
+// d l_n[c] = sum_{i >= n} (dO_i o'_i - v_i dv'_i)[c] + sum_r exp(G_C) (dS . S0)[r, c]
+// + sum_j (v_j dv_state_j)[c], with o' and dv' the output and dv without the skip.
 #pragma once
 #include "ejk/kernels/cuda/linear_chunk.cuh"
 
@@ -63,7 +63,7 @@ __device__ __forceinline__ void chunk_row_terms(float* rs, const float (&D)[kChu
     }
 }
 
-// sum_r dS[r, c] S_end[r, c] over the warp's state rows, into cs[warp][c].
+// sum_r dS[r, c] X[r, c] over the warp's state rows (X: a checkpoint), into cs[warp][c].
 template <int K>
 __device__ __forceinline__ void chunk_col_terms(float* cs, const float (&D)[kChunkStateTiles<K>][4][4],
                                                 const float* end) {
@@ -150,11 +150,12 @@ __device__ __forceinline__ void chunk_row_dots(float* out, const float (&acc)[K 
   }
 }
 
-// out[warp][r] = sum over the warp's rows j of w_j x_j[r] acc_j[r] (x: 16-bit [j][K] rows).
+// out[warp][r] = sum over the warp's rows j of w_j x_j[r] acc_j[r] (x: 16-bit [j][K] rows; W
+// null: weights 1).
 template <Elem E, int K, int PK>
 __device__ __forceinline__ void chunk_col_dots(float* out, const float (&acc)[K / 8][4], const u16* x, const float* W) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, j0 = 16 * warp + lane / 4, j1 = j0 + 8;
-  const float w0 = W[j0], w1 = W[j1];
+  const float w0 = W != nullptr ? W[j0] : 1.0f, w1 = W != nullptr ? W[j1] : 1.0f;
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt)
 #pragma unroll
@@ -206,7 +207,8 @@ __device__ __forceinline__ void chunk_bwd_scalar_gates(const ChunkBwdView& b, co
 // d l_n = end + sum_{i >= n} g_i; per column likewise when wanted.
 template <Elem E, int K>
 __device__ __forceinline__ void chunk_bwd_gates(const ChunkBwdView& b, const float* g, const float* rs, const float* ks,
-                                                const float* G, const float* yv, const float* cs, i64 n0, int rows) {
+                                                const float* G, const float* yv, const float* cs, const float* vs, i64 n0,
+                                                int rows) {
   const float decay = expf(G[kLinearChunk - 1]);
   for (int r = threadIdx.x; r < K; r += kLinearChunkThreads) {
     float run = decay * rs[r];
@@ -219,7 +221,7 @@ __device__ __forceinline__ void chunk_bwd_gates(const ChunkBwdView& b, const flo
   const int c = threadIdx.x;
   if (b.dgv == nullptr || c >= b.f.ncols) return;
   float run = 0.0f;
-  for (int w = 0; w < kLinearChunkThreads / 32; ++w) run += cs[w * kLinearChunkCols + c];
+  for (int w = 0; w < kLinearChunkThreads / 32; ++w) run += decay * cs[w * kLinearChunkCols + c] + vs[w * kLinearChunkCols + c];
   for (int i = rows - 1; i >= 0; --i) {
     run += yv[i * kLinearChunkCols + c];
     b.dgv[(n0 + i) * b.sdgv + c] = u16(pack2<E>(run, 0.0f) & 0xffffu);
