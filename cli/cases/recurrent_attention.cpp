@@ -41,8 +41,7 @@ class RecurrentCase final : public OpCase {
     cmd.add_option("--h", h_, "Heads");
     cmd.add_option("--k", k_, "Key dim K");
     cmd.add_option("--v", v_, "Value dim V");
-    cmd.add_option("--gates", gates_, backward_ ? "Gates given, comma-separated: g, g_gamma, gk, gv (or none)"
-                                        : "Gates given, comma-separated: g, g_gamma, gk, gv, g_head (or none)");
+    cmd.add_option("--gates", gates_, "Gates given, comma-separated: g, g_gamma, gk, gv, g_head (or none)");
     cmd.add_flag("--init", init_, "An initial state");
     cmd.add_flag("--reverse", reverse_, "Walk the sequences from their last token");
     cmd.add_flag("--varlen", varlen_, "Packed sequences of random lengths with cu_seqlens");
@@ -106,10 +105,9 @@ class RecurrentCase final : public OpCase {
         continue;
       }
       if (cur.empty()) continue;
-      const bool head = cur == "g_head" && !backward_;  // the backward takes no g_head
-      if (cur != "g" && cur != "g_gamma" && cur != "gk" && cur != "gv" && !head)
-        throw InvalidArgument(fmt::format("--gates: expected a comma-separated list of g, g_gamma, gk, gv{}, got '{}'",
-                                          backward_ ? "" : ", g_head", cur));
+      if (cur != "g" && cur != "g_gamma" && cur != "gk" && cur != "gv" && cur != "g_head")
+        throw InvalidArgument(
+            fmt::format("--gates: expected a comma-separated list of g, g_gamma, gk, gv, g_head, got '{}'", cur));
       out.push_back(cur), cur.clear();
     }
     return out;

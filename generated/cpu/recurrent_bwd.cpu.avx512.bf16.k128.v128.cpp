@@ -9,6 +9,7 @@ struct Config {
   static constexpr ejk::cpu::ElemKind kElem = ejk::cpu::ElemKind::bf16;
   static constexpr int kK = 128, kV = 128;
   static constexpr bool kG = false, kGamma = false, kGk = false, kGv = false;
+  static constexpr bool kGh = false;
   static constexpr bool kReverse = false;
   static constexpr bool kBackward = true;
 };

@@ -192,7 +192,8 @@ def test_opcheck(rng, varlen):
     torch.library.opcheck(ops.recurrent_attention.default, op_args({**x, "g": None}, cu, 0.5, True, g_head))
     d_o = torch.from_numpy(rng.standard_normal(tuple(x["v"].shape))).float()
     d_state = torch.from_numpy(rng.standard_normal(tuple(x["initial_state"].shape))).float()
-    backward_args = tuple(a.detach() if a is not None else None for a in positional(x, cu)) + (d_o, d_state, 0.5, True)
+    backward_args = tuple(a.detach() if a is not None else None for a in positional(x, cu)) + (d_o, d_state, None, 0.5,
+                                                                                              True)
     torch.library.opcheck(ops.recurrent_attention_backward.default, backward_args)  # no second derivative
 
 

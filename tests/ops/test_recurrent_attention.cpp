@@ -141,40 +141,46 @@ TEST_CASE("recurrent attention on the CPU: g_head, one log decay per token and h
   if (!cpu_jit_available()) SKIP("this build has no CPU JIT (EJK_ENABLE_ORC_JIT=OFF): these keys are not built in");
   uint64_t seed = 700;
   for (DType t : {DType::f32, DType::bf16, DType::f16})
-    for (const Problem& p : head_gate_problems(t)) check_problem(p, false, Device{}, seed++);
+    for (const Problem& p : head_gate_problems(t)) {
+      check_problem(p, false, Device{}, seed++);
+      check_problem(p, true, Device{}, seed++);
+    }
 }
 
 TEST_CASE("g_head is g broadcast along the key dim", "[recurrent][reference]") {
-  Problem p;
-  p.dtype = DType::f32, p.gates = kGh | kGamma, p.init = true, p.t = 12, p.k = 6, p.v = 5;
-  const Call c = make_call(p, false, 31);
-  // The same call with g [B, T, H, K] = g_head[..., None] instead of g_head.
-  Call wide = c;
-  const auto gh = std::find_if(wide.inputs.begin(), wide.inputs.end(), [](const auto& x) { return x.first == "g_head"; });
-  REQUIRE(gh != wide.inputs.end());
-  Buffer g;
-  g.storage = Tensor::empty({p.b, p.t, p.h, p.k}, DType::f32);
-  const TensorView& hv = gh->second.view;
-  for (int64_t b = 0; b < p.b; ++b)
-    for (int64_t t = 0; t < p.t; ++t)
-      for (int64_t h = 0; h < p.h; ++h)
-        for (int64_t k = 0; k < p.k; ++k)
-          g.storage.data_as<float>()[((b * p.t + t) * p.h + h) * p.k + k] =
-              static_cast<const float*>(hv.data)[b * hv.strides[0] + t * hv.strides[1] + h * hv.strides[2]];
-  g.view = g.storage.view();
-  wide.inputs.erase(gh);
-  wide.inputs.emplace_back("g", g);
-  const std::vector<ReferenceOutput> a = reference("recurrent_attention", c.all(false));
-  const std::vector<ReferenceOutput> b = reference("recurrent_attention", wide.all(false));
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    REQUIRE(a[i].values.size() == b[i].values.size());
-    double diff = 0, norm = 0;
-    for (size_t x = 0; x < a[i].values.size(); ++x)
-      diff = std::max(diff, std::abs(a[i].values[x] - b[i].values[x])), norm = std::max(norm, std::abs(b[i].values[x]));
-    INFO(a[i].name);
-    CHECK(norm > 0);
-    CHECK(diff <= 1e-12 * norm);
+  for (bool backward : {false, true}) {
+    Problem p;
+    p.dtype = DType::f32, p.gates = kGh | kGamma, p.init = true, p.t = 12, p.k = 6, p.v = 5, p.dht = true;
+    const Call c = make_call(p, backward, 31);
+    // The same call with g [B, T, H, K] = g_head[..., None] instead of g_head.
+    Call wide = c;
+    const auto gh = std::find_if(wide.inputs.begin(), wide.inputs.end(), [](const auto& x) { return x.first == "g_head"; });
+    REQUIRE(gh != wide.inputs.end());
+    Buffer g;
+    g.storage = Tensor::empty({p.b, p.t, p.h, p.k}, DType::f32);
+    const TensorView& hv = gh->second.view;
+    for (int64_t b = 0; b < p.b; ++b)
+      for (int64_t t = 0; t < p.t; ++t)
+        for (int64_t h = 0; h < p.h; ++h)
+          for (int64_t k = 0; k < p.k; ++k)
+            g.storage.data_as<float>()[((b * p.t + t) * p.h + h) * p.k + k] =
+                static_cast<const float*>(hv.data)[b * hv.strides[0] + t * hv.strides[1] + h * hv.strides[2]];
+    g.view = g.storage.view();
+    wide.inputs.erase(gh);
+    wide.inputs.emplace_back("g", g);
+    // The backward's outputs, dg included (g_head's gradient is its sum over K), are the same.
+    const std::vector<ReferenceOutput> a = reference(op_name(backward), c.all(false));
+    const std::vector<ReferenceOutput> b = reference(op_name(backward), wide.all(false));
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      REQUIRE(a[i].values.size() == b[i].values.size());
+      double diff = 0, norm = 0;
+      for (size_t x = 0; x < a[i].values.size(); ++x)
+        diff = std::max(diff, std::abs(a[i].values[x] - b[i].values[x])), norm = std::max(norm, std::abs(b[i].values[x]));
+      INFO(op_name(backward) << " " << a[i].name);
+      CHECK(norm > 0);
+      CHECK(diff <= 1e-12 * norm);
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // recurrent_chunk.cuh: 16-bit q, k, v, no g/gk/gv (g_gamma, g_head), K and V in {64, 128}): outputs and final
 // states against the float64 reference, and against the token kernel on the same values (the
 // inputs widened to f32, whose key runs the token kernel), over chunk edges (T = 1, 63, 64, 65,
-// 1000), g_gamma, g_head, initial states, reverse and varlen with empty sequences.
+// 1000), g_gamma, g_head, initial states, reverse and varlen with empty sequences. The chunked
+// backward (recurrent_chunk_bwd.cuh, the same keys) likewise: every gradient, up to T = 4096.
 #include <catch2/catch_test_macros.hpp>
 
 #include "ejk/admin.h"
@@ -65,14 +66,16 @@ GpuCall to_gpu(const Call& c, bool reverse, bool widen) {
 }
 
 // Runs p's chunked key, then the token kernel on the same values; checks both against the
-// float64 reference and each other.
-void check_chunked(const Problem& p, uint64_t seed) {
-  const Call c = make_call(p, false, seed);
+// float64 reference and each other (the forward, or with `backward` the backward).
+void check_chunked(const Problem& p, uint64_t seed, bool backward = false) {
+  const char* op = backward ? "recurrent_attention_backward" : "recurrent_attention";
+  const double tol = backward ? 2e-2 : 1e-2;
+  const Call c = make_call(p, backward, seed);
   GpuCall chunked = to_gpu(c, p.reverse, false), token = to_gpu(c, p.reverse, true);
-  const RunInfo a = run("recurrent_attention", chunked.args);
-  const RunInfo b = run("recurrent_attention", token.args);
+  const RunInfo a = run(op, chunked.args);
+  const RunInfo b = run(op, token.args);
   synchronize(gpu());
-  const std::vector<ReferenceOutput> ref = reference("recurrent_attention", c.all(p.reverse));
+  const std::vector<ReferenceOutput> ref = reference(op, c.all(p.reverse));
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     const std::string& name = c.outputs[i].first;
     const auto r = std::find_if(ref.begin(), ref.end(), [&](const ReferenceOutput& x) { return x.name == name; });
@@ -88,9 +91,9 @@ void check_chunked(const Problem& p, uint64_t seed) {
                      a.key, b.key, e.rel_l2, t.rel_l2, et.rel_l2));
     CHECK_FALSE(e.nonfinite);
     CHECK(e.fence_intact);
-    CHECK(e.rel_l2 <= 1e-2);
-    CHECK(t.rel_l2 <= tolerance(DType::f32, false));  // the token kernel in f32 on the same values
-    CHECK(et.rel_l2 <= 1e-2);
+    CHECK(e.rel_l2 <= tol);
+    CHECK(t.rel_l2 <= tolerance(DType::f32, backward));  // the token kernel in f32 on the same values
+    CHECK(et.rel_l2 <= tol);
   }
 }
 
@@ -144,5 +147,50 @@ TEST_CASE("chunked recurrent attention on CUDA: padded and token-major inputs ta
     v.dtype = dtype, v.h = 2, v.k = 128, v.v = 64, v.varlen = true, v.leading_one = true, v.pad = 1, v.reverse = true;
     v.b = 3, v.t = 200, v.cu = {0, 70, 70, 200}, v.gates = kGh;
     check_chunked(v, seed++);
+  }
+}
+
+TEST_CASE("chunked recurrent attention backward on CUDA: chunk edges, g_gamma, g_head, states, T = 4096",
+          "[recurrent][cuda][gpu][backward]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 1200;
+  int n = 0;
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (int64_t kv : {64, 128})
+      for (int64_t t : {1, 63, 64, 65, 1000}) {
+        Problem p;
+        p.dtype = dtype, p.b = 2, p.t = t, p.h = 3, p.k = p.v = kv;
+        p.gates = (n % 2 == 0 ? kGamma : 0) | (n % 3 != 1 ? kGh : 0), p.init = n / 2 % 2 == 0, p.dht = n % 3 != 2;
+        ++n;
+        check_chunked(p, seed++, true);
+      }
+  Problem p;  // a long sequence: 64 chunks, the carried state gradient through all of them
+  p.dtype = DType::bf16, p.b = 1, p.t = 4096, p.h = 2, p.k = p.v = 128, p.gates = kGamma, p.init = p.dht = true;
+  check_chunked(p, seed++, true);
+  p.k = 64, p.reverse = true, p.dtype = DType::f16, p.gates = kGamma | kGh;
+  check_chunked(p, seed++, true);
+}
+
+TEST_CASE("chunked recurrent attention backward on CUDA: reverse, varlen, K != V, plain loads",
+          "[recurrent][cuda][gpu][backward]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 1250;
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Problem p;
+    p.dtype = dtype, p.h = 3, p.k = 128, p.v = 64, p.gates = kGamma | kGh, p.init = p.dht = true;
+    p.varlen = true, p.b = 5, p.t = 1000;
+    p.cu = {0, 0, 130, 130, 999, 1000};
+    check_chunked(p, seed++, true);
+    p.reverse = true;
+    check_chunked(p, seed++, true);
+    Problem d;  // dense reverse, K < V
+    d.dtype = dtype, d.b = 2, d.t = 129, d.h = 3, d.k = 64, d.v = 128, d.reverse = true, d.dht = true;
+    check_chunked(d, seed++, true);
+    Problem m;  // padded token-major rows: the plain loads
+    m.dtype = dtype, m.b = 2, m.t = 130, m.h = 2, m.k = m.v = 64, m.gates = kGh, m.init = true;
+    m.pad = 3, m.token_major = true;
+    check_chunked(m, seed++, true);
   }
 }

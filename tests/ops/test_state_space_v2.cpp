@@ -415,3 +415,31 @@ TEST_CASE("state_space_v2 chunked SSD on CUDA matches the float64 reference", "[
   CHECK(e.rel_l2 <= 1e-2);
   CHECK(e.fence_intact);
 }
+
+// The backward of the same keys runs chunked SSD too (cuda/ssm2_chunk_bwd.cuh): every gradient
+// over chunk edges, partial head-dim tiles, groups, padded token-major inputs, with and without
+// states, and long sequences (S = 4096: 64 chunks of carried state gradient).
+TEST_CASE("state_space_v2 chunked SSD backward on CUDA matches the float64 reference", "[ssm2][cuda][gpu][backward]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 1300;
+  int m = 0;
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t n : {128, 64})
+      for (int64_t s : {1, 63, 64, 65, 1000}) {
+        Problem p;
+        p.dtype = t, p.n = n, p.s = s, p.b = 2, p.h = 4;
+        p.p = std::array<int64_t, 4>{64, 20, 130, 32}[size_t(m % 4)];
+        p.g = std::array<int64_t, 3>{1, 2, 4}[size_t(m % 3)];
+        p.init = m % 2 == 0, p.dht = m % 3 != 1;
+        if (m % 7 == 2) p.pad = 3, p.token_major = true;
+        ++m;
+        check_problem(p, true, gpu(), seed++);
+      }
+  for (int64_t n : {128, 64}) {
+    Problem p;
+    p.dtype = n == 128 ? DType::bf16 : DType::f16, p.n = n, p.s = 4096, p.b = 1, p.h = 4, p.p = 64, p.g = 2;
+    p.init = p.dht = true;
+    check_problem(p, true, gpu(), seed++);
+  }
+}

@@ -76,15 +76,6 @@ def _xp(x):
     return jnp
 
 
-def _widen(head, k):
-    """g_head [.., H] as g [.., H, K]: the same decay on every row."""
-    xp = _xp(head)
-    wide = head[..., None]
-    if xp.__name__ == "torch":
-        return wide.expand(*head.shape, k).contiguous()
-    return xp.broadcast_to(wide, (*head.shape, k))
-
-
 def _key_sum(dg, dtype):
     """The sum over K of dg, in float32, then in the gate's dtype."""
     xp = _xp(dg)
@@ -95,18 +86,13 @@ def _key_sum(dg, dtype):
 
 def _backward(call, shape, inputs, scalars, grads):
     """The backward op on the forward's inputs and the outputs' gradients; of its gradients,
-    those of the inputs given (one of a gate not given is that of a gate of zeros). g_head goes
-    in as g broadcast along K (the same recurrence); its gradient is dg summed over K."""
-    given = dict(inputs)
-    head = given.pop("g_head", None)
-    if head is not None:
-        wide = _widen(head, shape(given["q"])[-1])
-        given["g"] = wide if given.get("g") is None else given["g"] + wide
-    result = call("recurrent_attention_backward", **given, **scalars, d_o=grads["o"],
+    those of the inputs given (one of a gate not given is that of a gate of zeros). g_head's is
+    dg summed over K: dg, the gradient of a per-row gate, sees the same decay on every row."""
+    result = call("recurrent_attention_backward", **inputs, **scalars, d_o=grads["o"],
                   d_final_state=grads.get("final_state"))
     out = {name: result[d] for name, d in _GRADIENT_OF.items() if name in inputs}
-    if head is not None:
-        out["g_head"] = _key_sum(result["dg"], head.dtype)
+    if inputs.get("g_head") is not None:
+        out["g_head"] = _key_sum(result["dg"], inputs["g_head"].dtype)
     return out
 
 

@@ -23,3 +23,26 @@ EJK_HD constexpr i64 linear_chunk_smem_bytes(i64 k) { return linear_chunk_halves
 EJK_HD constexpr bool linear_chunk_rows(i64 k) { return k == 64 || k == 128; }
 
 }  // namespace ejk
+
+namespace ejk {
+
+// The chunked backward (cuda/linear_chunk_bwd.cuh): q, k, the scaled queries and the f32 gate
+// terms at K, v and d_o at 32 columns, the masked products P and dA at 64, the chunk-start state
+// and the carried state gradient as 16-bit operands, then in f32 the row gate terms [64][K], G,
+// W, a sum per state row, the column gate terms [64][32], two sums per (warp, column) and one
+// per (warp, state row).
+EJK_HD constexpr i64 linear_chunk_bwd_halves(i64 k) {
+  return 3 * kLinearChunk * linear_chunk_pitch(k) + 2 * kLinearChunk * linear_chunk_pitch(kLinearChunkCols) +
+         2 * kLinearChunk * linear_chunk_pitch(kLinearChunk) + 2 * k * linear_chunk_pitch(kLinearChunkCols);
+}
+EJK_HD constexpr i64 linear_chunk_bwd_smem_bytes(i64 k) {
+  return linear_chunk_bwd_halves(k) * 2 +
+         (kLinearChunk * k + 2 * kLinearChunk + k + (kLinearChunk + 8) * kLinearChunkCols + 4 * k) * 4;
+}
+// Chunk-boundary states of the backward's first pass, [K][32] f32 each, per (head, column tile):
+// a sequence of len steps keeps ceil(len / 64) + 1 (its final state too), from slot
+// begin / 64 + 2 s, so sequences never meet however the tokens split.
+EJK_HD constexpr i64 linear_chunk_bwd_slots(i64 total, i64 sequences) { return total / kLinearChunk + 2 * sequences + 1; }
+EJK_HD constexpr i64 linear_chunk_bwd_first_slot(i64 begin, i64 s) { return begin / kLinearChunk + 2 * s; }
+
+}  // namespace ejk

@@ -112,10 +112,16 @@ template <class F, class R> EJK_HD F recurrent_carry(F d, R row_decay, F col_dec
   return d * row_decay * col_decay;
 }
 
-// Whether a key's constants gate by g_head (forward keys only: the backward has no g_head).
+// Whether a key's constants gate by g_head.
 template <class Cfg> EJK_HD constexpr bool recurrent_head_gate() {
   if constexpr (requires { Cfg::kGh; }) return Cfg::kGh;
   else return false;
+}
+
+// Threads of a backward key's blocks (both phases): the chunked kernel's 128 or the token kernel's.
+template <class Cfg> EJK_HD constexpr int recurrent_bwd_threads() {
+  if constexpr (requires { Cfg::kThreads; }) return Cfg::kThreads;
+  else return kRecurrentThreads;
 }
 
 // Checkpoints of a unit: the state before steps 0, C, 2C, ... of its sequence.

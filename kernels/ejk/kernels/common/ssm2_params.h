@@ -54,6 +54,30 @@ struct Ssm2Params {
 // (the template and the launch plan both ask this).
 EJK_HD constexpr bool ssm2_chunked(bool sixteen_bit, i64 n) { return sixteen_bit && linear_chunk_rows(n); }
 
+// CUDA backward of the chunked keys (cuda/ssm2_chunk_bwd.cuh), per packed token row (rows =
+// packs * S): the chunk-boundary states per (head, tile of 32 head dims), then per (tile, row,
+// head) the partial sums [dC N][dB N][d log decay][d weight], then per (row, head) dt times the
+// log decay's gradient and sum_p dy x (for da and dd).
+EJK_HD constexpr i64 ssm2_chunk_part(i64 n) { return 2 * n + 2; }
+EJK_HD constexpr i64 ssm2_chunk_ckpt_floats(i64 rows, i64 batch, i64 heads, i64 hdim, i64 n) {
+  return heads * ceil_div<i64>(hdim, kLinearChunkCols) * linear_chunk_bwd_slots(rows, batch) * n * kLinearChunkCols;
+}
+EJK_HD constexpr i64 ssm2_chunk_work_floats(i64 rows, i64 batch, i64 heads, i64 hdim, i64 n) {
+  return ssm2_chunk_ckpt_floats(rows, batch, heads, hdim, n) +
+         ceil_div<i64>(hdim, kLinearChunkCols) * rows * heads * ssm2_chunk_part(n) + 2 * rows * heads;
+}
+
+// Blocks of the chunked backward's phases 1 to 3 (kLinearChunkThreads threads each), and their
+// dynamic shared memory.
+EJK_HD constexpr i64 ssm2_chunk_bwd_blocks(i32 phase, i64 batch, i64 rows, i64 heads, i64 groups, i64 hdim, i64 n) {
+  if (phase == 1) return batch * heads * ceil_div<i64>(hdim, kLinearChunkCols);
+  if (phase == 2) return ceil_div<i64>(rows * (groups * n + heads), kLinearChunkThreads);
+  return heads;
+}
+EJK_HD constexpr i64 ssm2_chunk_bwd_smem(i32 phase, i64 n) {
+  return phase == 1 ? linear_chunk_bwd_smem_bytes(n) : phase == 3 ? 2 * kLinearChunkThreads * 4 : 0;
+}
+
 EJK_HD i64 ssm2_at(const Ssm2Tokens& t, i64 s, i64 i, i64 h) { return s * t.sb + i * t.ss + h * t.sh; }
 EJK_HD i64 ssm2_group(const Ssm2Params& p, i64 h) { return h / (p.heads / p.groups); }
 

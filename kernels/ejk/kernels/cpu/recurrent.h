@@ -17,7 +17,7 @@
 
 namespace ejk::cpu {
 
-// Cfg: kElem, kK, kV, kG, kGamma, kGk, kGv, kReverse, kBackward (the forward's also kGh).
+// Cfg: kElem, kK, kV, kG, kGamma, kGk, kGv, kGh, kReverse, kBackward.
 template <class Cfg> inline constexpr bool kRecurrentRowGate =
     Cfg::kG || Cfg::kGamma || Cfg::kGk || recurrent_head_gate<Cfg>();
 

@@ -27,7 +27,7 @@ template <Elem E> __device__ __forceinline__ void recurrent_write(void* base, i6
   else static_cast<u16*>(base)[at] = u16(pack2<E>(x, 0.0f) & 0xffffu);
 }
 
-// Cfg: E, kK, kG, kGamma, kGk, kGv, kReverse (the forward's also kGh).
+// Cfg: E, kK, kG, kGamma, kGk, kGv, kGh, kReverse.
 template <class Cfg> constexpr int kRecurrentRows = (Cfg::kK + kRecurrentWarps - 1) / kRecurrentWarps;
 
 // One token's operands in shared memory.
@@ -251,7 +251,7 @@ template <class Cfg> __device__ void recurrent_bwd_sweep(const RecurrentParams& 
 
 // Phase 1: one thread per (token, head, row): the tiles' partial sums in tile order.
 template <class Cfg> __device__ void recurrent_bwd_sum(const RecurrentParams& p) {
-  const i64 e = (i64)blockIdx.x * kRecurrentThreads + threadIdx.x;
+  const i64 e = (i64)blockIdx.x * recurrent_bwd_threads<Cfg>() + threadIdx.x;
   if (e >= p.total * p.heads * p.dk_) return;
   const i64 r = e % p.dk_, h = e / p.dk_ % p.heads, i = e / (p.dk_ * p.heads);
   float sum[3] = {0.0f, 0.0f, 0.0f};

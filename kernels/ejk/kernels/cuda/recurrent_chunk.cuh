@@ -22,7 +22,7 @@ template <class Cfg> __device__ __forceinline__ ChunkView recurrent_chunk_view(c
   v.h0 = p.h0 != nullptr ? p.h0 + state : nullptr;
   v.ht = p.ht != nullptr ? p.ht + state : nullptr;
   v.srow = p.dv_, v.scol = 1;
-  if constexpr (Cfg::kGh) v.gate = static_cast<const u16*>(p.gh.data) + at(p.gh), v.sg = dir * p.gh.st;
+  if constexpr (recurrent_head_gate<Cfg>()) v.gate = static_cast<const u16*>(p.gh.data) + at(p.gh), v.sg = dir * p.gh.st;
   v.gate_mul = 1.0f, v.gate_add = Cfg::kGamma ? p.g_gamma[u.h] : 0.0f;
   v.scale = p.scale;
   return v;

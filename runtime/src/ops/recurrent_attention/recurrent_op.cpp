@@ -36,7 +36,7 @@ bool as_bool(const Scalar& s) {
 RecurrentOp::RecurrentOp(std::string_view kernel_op, bool backward)
     : OpDef(kernel_op), backward(backward), q(tensor("q")), k(tensor("k")), v(tensor("v")), g(tensor("g")),
       g_gamma(tensor("g_gamma")), gk(tensor("gk")), gv(tensor("gv")), initial_state(tensor("initial_state")),
-      cu_seqlens(tensor("cu_seqlens")), g_head(backward ? -1 : tensor("g_head")), o(backward ? -1 : tensor("o")),
+      cu_seqlens(tensor("cu_seqlens")), g_head(tensor("g_head")), o(backward ? -1 : tensor("o")),
       final_state(backward ? -1 : tensor("final_state")), d_o(backward ? tensor("d_o") : -1),
       d_final_state(backward ? tensor("d_final_state") : -1), dq(backward ? tensor("dq") : -1),
       dk(backward ? tensor("dk") : -1), dv(backward ? tensor("dv") : -1), dg(backward ? tensor("dg") : -1),
@@ -95,7 +95,7 @@ RecurrentParams RecurrentOp::params(const engine::Bound& b) const {
 }
 
 bool RecurrentOp::chunked(const VariantKey& key) const {
-  if (backward || key.backend != "cuda") return false;
+  if (key.backend != "cuda") return false;
   return recurrent_chunked(key.get_enum("dtype") != "f32", key.get_int("head_k"), key.get_int("head_v"),
                            key.get_flag("gate_g"), key.get_flag("gate_k"), key.get_flag("gate_v"));
 }
@@ -105,7 +105,9 @@ void RecurrentOp::plan_facts(const engine::PlanData& plan, void* facts) const {
 }
 
 int64_t RecurrentOp::cuda_dynamic_smem(const VariantKey& key) const {
-  return chunked(key) ? recurrent_chunk_smem_bytes(key.get_int("head_k")) : 0;
+  if (!chunked(key)) return 0;
+  const int64_t k = key.get_int("head_k");
+  return backward ? linear_chunk_bwd_smem_bytes(k) : recurrent_chunk_smem_bytes(k);
 }
 
 int64_t recurrent_chunk(int64_t longest) {

@@ -10,7 +10,7 @@ namespace ejk::ops {
 
 // What a plan's key says, read once (OpDef::plan_facts): the CUDA forward's kernel.
 struct RecurrentFacts {
-  bool chunked = false;  // recurrent_chunked(): the tensor-core chunked forward
+  bool chunked = false;  // recurrent_chunked(): the tensor-core chunked forward or backward
 };
 
 class RecurrentOp final : public engine::OpDef {
@@ -25,7 +25,7 @@ class RecurrentOp final : public engine::OpDef {
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
-  // Whether a key runs the chunked CUDA forward (the template asks recurrent_chunked() too).
+  // Whether a key runs the chunked CUDA kernel (the template asks recurrent_chunked() too).
   bool chunked(const VariantKey& key) const;
   // Every field but the work split and the workspace.
   RecurrentParams params(const engine::Bound& b) const;
@@ -34,7 +34,7 @@ class RecurrentOp final : public engine::OpDef {
   // Spec indices, resolved once; the backward's own are -1 in the forward and the forward's
   // outputs -1 in the backward.
   const int q, k, v, g, g_gamma, gk, gv, initial_state, cu_seqlens;
-  const int g_head;  // the forward's only; -1 in the backward
+  const int g_head;
   const int o, final_state;
   const int d_o, d_final_state, dq, dk, dv, dg, dgk, dgv, d_initial_state;
   const int softmax_scale, reverse;

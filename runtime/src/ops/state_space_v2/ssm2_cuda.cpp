@@ -3,7 +3,9 @@
 // 32 head dims); the others the scan (cuda/ssm2.cuh), one block per (sequence, head, tile of
 // kSsm1Threads head dims); the backward's checkpoints and chunk states per head dim and its f32
 // accumulators in the stream's scratch: a launch zeroes them, the sweep adds to
-// them, a last launch writes them out. Built with CUDA only.
+// them, a last launch writes them out. The chunked keys' backward (cuda/ssm2_chunk_bwd.cuh):
+// chunk-boundary states and partial sums in the scratch, three launches of 128 threads (the
+// chunk loop, the sums per token, the sums per head). Built with CUDA only.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,12 +25,17 @@ struct Ssm2Launch {
   size_t work_bytes = 0;
 };
 
-Ssm2Launch plan_launch(const Ssm2Op& op, const engine::Bound& b) {
+Ssm2Launch plan_launch(const Ssm2Op& op, const engine::Bound& b, bool chunked) {
   Ssm2Launch l{op.params(b)};
   Ssm2Params& p = l.p;
   p.tiles = ceil_div<int64_t>(p.hdim, kSsm1Threads);
   l.blocks = p.batch * p.heads * p.tiles;
   if (!op.backward) return l;
+  if (chunked) {
+    const int64_t rows = ssm1_packs(p.cu_seqlens, p.batch) * p.seqlen;
+    l.work_bytes = size_t(ssm2_chunk_work_floats(rows, p.batch, p.heads, p.hdim, p.nstate)) * sizeof(float);
+    return l;
+  }
   if (p.cu_seqlens == nullptr) {
     p.chunk = ssm1_chunk(p.seqlen);
     p.chunks_cap = ceil_div<int64_t>(p.seqlen, p.chunk);
@@ -45,14 +52,37 @@ Ssm2Launch plan_launch(const Ssm2Op& op, const engine::Bound& b) {
 
 }  // namespace
 
-engine::OpDef::Workspace Ssm2Op::cuda_workspace(const engine::Bound& b, const engine::PlanData&) const {
-  const Ssm2Launch l = plan_launch(*this, b);
+engine::OpDef::Workspace Ssm2Op::cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const {
+  const Ssm2Launch l = plan_launch(*this, b, plan.facts_as<Ssm2Facts>().chunked);
   return {l.work_bytes + size_t(l.acc) * sizeof(float), 0};
 }
 
+namespace {
+
+// The chunked backward's three phases (ssm2_chunk_bwd.cuh), in order on the stream.
+void launch_chunked_bwd(const std::string& name, Ssm2Launch& l, engine::CudaLaunchContext& lc) {
+  Ssm2Params& p = l.p;
+  const int64_t rows = ssm1_packs(p.cu_seqlens, p.batch) * p.seqlen;
+  p.work = static_cast<float*>(lc.scratch());
+  void* args[] = {&p};  // copied at each launch
+  for (i32 phase = 1; phase <= 3; ++phase) {
+    const int64_t blocks = ssm2_chunk_bwd_blocks(phase, p.batch, rows, p.heads, p.groups, p.hdim, p.nstate);
+    if (blocks > INT32_MAX)
+      throw InvalidArgument(fmt::format("{}: {} blocks of the backward's phase {} exceed the grid", name, blocks, phase));
+    p.phase = phase;
+    if (blocks > 0)
+      lc.launch(0, engine::Grid{unsigned(blocks), 1, 1}, kLinearChunkThreads, unsigned(ssm2_chunk_bwd_smem(phase, p.nstate)),
+                args);
+  }
+}
+
+}  // namespace
+
 void Ssm2Op::cuda_launch(const engine::Bound& b, const engine::PlanData& plan, engine::CudaLaunchContext& lc) const {
-  Ssm2Launch l = plan_launch(*this, b);
-  if (!backward && plan.facts_as<Ssm2Facts>().chunked) {
+  const bool chunked = plan.facts_as<Ssm2Facts>().chunked;
+  Ssm2Launch l = plan_launch(*this, b, chunked);
+  if (backward && chunked) return launch_chunked_bwd(name(), l, lc);
+  if (!backward && chunked) {
     const int64_t blocks = l.p.batch * l.p.heads * ceil_div<int64_t>(l.p.hdim, kLinearChunkCols);
     if (blocks > INT32_MAX)
       throw InvalidArgument(fmt::format("{}: {} (sequence, head, head-dim tile) blocks exceed the grid", name(), blocks));

@@ -94,14 +94,16 @@ engine::CpuWork Ssm2Op::cpu_prepare(const engine::Bound& b, const engine::PlanDa
 }
 
 bool Ssm2Op::chunked(const VariantKey& key) const {
-  if (backward || key.backend != "cuda") return false;
+  if (key.backend != "cuda") return false;
   return ssm2_chunked(key.get_enum("dtype") != "f32", key.get_int("state"));
 }
 
 void Ssm2Op::plan_facts(const engine::PlanData& plan, void* facts) const { new (facts) Ssm2Facts{chunked(plan.key)}; }
 
 int64_t Ssm2Op::cuda_dynamic_smem(const VariantKey& key) const {
-  return chunked(key) ? linear_chunk_smem_bytes(key.get_int("state")) : 0;
+  if (!chunked(key)) return 0;
+  const int64_t n = key.get_int("state");
+  return backward ? ssm2_chunk_bwd_smem(1, n) : linear_chunk_smem_bytes(n);
 }
 
 #if !EJK_HAVE_CUDA

@@ -7,7 +7,7 @@
 
 namespace ejk::ops {
 
-// What a plan's key says, read once (OpDef::plan_facts): the CUDA forward's kernel.
+// What a plan's key says, read once (OpDef::plan_facts): the CUDA kernel.
 struct Ssm2Facts {
   bool chunked = false;  // ssm2_chunked(): chunked SSD on tensor cores
 };
@@ -24,7 +24,7 @@ class Ssm2Op final : public engine::OpDef {
   Workspace cuda_workspace(const engine::Bound& b, const engine::PlanData& plan) const override;
   void reference(const engine::Bound& b, double* const* out) const override;
 
-  // Whether a key runs the chunked SSD forward on CUDA (ssm2_chunked()).
+  // Whether a key runs chunked SSD on CUDA, forward or backward (ssm2_chunked()).
   bool chunked(const VariantKey& key) const;
   // Every field but the work split and the workspace.
   Ssm2Params params(const engine::Bound& b) const;
