@@ -17,13 +17,13 @@
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "op_case.h"
+#include "paged_test_util.h"
 #include "recurrent_problem.h"
 
 using namespace ejk;
+using paged_test::padded;
 using recurrent_test::Buffer;
-using recurrent_test::compare;
 using recurrent_test::element;
-using recurrent_test::Mismatch;
 using recurrent_test::poisoned;
 using Catch::Matchers::ContainsSubstring;
 
@@ -43,16 +43,6 @@ struct Problem {
                        q_lens.size(), hq, r, e, ps, mb, softcap, window, q_scale, k_scale, v_scale, pad);
   }
 };
-
-Buffer padded(const Dims& shape, DType dtype, int64_t pad, std::mt19937_64& rng) {
-  Dims full = shape;
-  full[full.size() - 1] += pad;
-  Buffer b;
-  b.storage = Tensor::empty(full, dtype);
-  cli::fill_normal(b.storage, rng);
-  b.view = {b.storage.data(), dtype, {}, shape, contiguous_strides(full)};
-  return b;
-}
 
 void set_nan(Tensor& t, int64_t i) {
   if (t.dtype() == DType::f32) t.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
@@ -200,30 +190,17 @@ void check_problem(const Problem& p, uint64_t seed, Device device = Device{}) {
   const Args args = c.args(p);
   const std::vector<ReferenceOutput> ref = reference("multi_latent_ragged_page_attention", args);
   REQUIRE(ref.size() == 1);
-  const std::vector<double> dense = dense_reference(p, c);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < dense.size(); ++i)
-    num += (ref[0].values[i] - dense[i]) * (ref[0].values[i] - dense[i]), den += dense[i] * dense[i];
   INFO(p.name());
-  CHECK(std::sqrt(num / std::max(den, 1e-300)) <= 1e-12);
+  CHECK(paged_test::rel_l2(ref[0].values, dense_reference(p, c)) <= 1e-12);
   Call on = c;  // the same views (sharing the host storage), their data on `device`
   if (device.kind != DeviceKind::cpu) {
-    for (Buffer* b : {&on.qn, &on.qp, &on.kc, &on.kp, &on.out}) {
-      const Tensor there = b->storage.to(device);
-      b->view.device = device;
-      b->view.data = static_cast<char*>(there.data()) +
-                     (static_cast<const char*>(b->view.data) - static_cast<const char*>(b->storage.data()));
-      b->storage = there;
-    }
+    for (Buffer* b : {&on.qn, &on.qp, &on.kc, &on.kp, &on.out}) paged_test::move_to(*b, device);
     for (Tensor* t : {&on.cache, &on.lens, &on.tables, &on.starts, &on.dist}) *t = t->to(device);
   }
   const RunInfo info = run("multi_latent_ragged_page_attention", on.args(p));
   synchronize(device);
-  const Mismatch e = compare(c.out, on.out.storage.to(Device{}), ref[0].values);
-  INFO(fmt::format("{} -> {}: rel_l2 {:.3e}", p.name(), info.key, e.rel_l2));
-  CHECK_FALSE(e.nonfinite);
-  CHECK(e.rel_l2 <= (p.dtype == DType::f32 ? 1e-5 : 1e-2));
-  CHECK(e.fence_intact);
+  paged_test::check_output(c.out, on.out.storage.to(Device{}), ref[0].values, p.dtype,
+                           fmt::format("{} -> {}", p.name(), info.key));
 }
 
 std::vector<Problem> matrix(DType dtype, int count, uint64_t seed) {
