@@ -61,13 +61,8 @@ class MlaPageCase final : public OpCase {
       // The seed's [decode end, prefill end, sequences]: decode sequences come first here.
       auto* d = t.data_as<int32_t>();
       d[0] = int32_t(size(decode_, "--decode")), d[1] = int32_t(n), d[2] = int32_t(n);
-    } else if (name == "query_start_loc") {
-      paged_inputs::fill_query_starts(t, n, rows, [this](int64_t s) { return q_len(s); });
-    } else if (name == "kv_lens") {
-      paged_inputs::fill_kv_lens(t, n, rows, context(), [this](int64_t s) { return q_len(s); }, rng);
-    } else if (name == "block_tables") {
-      paged_inputs::fill_shuffled_pages(t, t.numel(), rng);
-    } else {
+    } else if (!paged_inputs::fill_ragged(name, "kv_lens", t, n, rows, context(), [this](int64_t s) { return q_len(s); },
+                                         rng)) {
       OpCase::fill(name, t, rng);
     }
   }

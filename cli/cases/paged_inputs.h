@@ -6,6 +6,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ejk/tensor.h"
@@ -35,6 +36,17 @@ inline void fill_kv_lens(Tensor& t, int64_t n, int64_t rows, int64_t context,
   for (int64_t s = 0; s < rows; ++s)
     len[s] = s < n ? int32_t(std::uniform_int_distribution<int64_t>(q_len(s), context)(rng)) : 0;
   if (n > 0) len[n - 1] = int32_t(context);
+}
+
+// The ragged cases' shared metadata by input name (query_start_loc, `lens_name`, block_tables);
+// false for any other input.
+inline bool fill_ragged(const std::string& name, const std::string& lens_name, Tensor& t, int64_t n, int64_t rows,
+                        int64_t context, const std::function<int64_t(int64_t)>& q_len, std::mt19937_64& rng) {
+  if (name == "query_start_loc") fill_query_starts(t, n, rows, q_len);
+  else if (name == lens_name) fill_kv_lens(t, n, rows, context, q_len, rng);
+  else if (name == "block_tables") fill_shuffled_pages(t, t.numel(), rng);
+  else return false;
+  return true;
 }
 
 }  // namespace ejk::cli::paged_inputs

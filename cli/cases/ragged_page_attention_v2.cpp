@@ -68,13 +68,8 @@ class RaggedPageCase final : public OpCase {
     const int64_t n = seqs(), rows = n + kSpareRows;
     if (name == "num_seqs") {
       t.data_as<int32_t>()[0] = int32_t(n);
-    } else if (name == "query_start_loc") {
-      paged_inputs::fill_query_starts(t, n, rows, [this](int64_t s) { return q_len(s); });
-    } else if (name == lens_name()) {
-      paged_inputs::fill_kv_lens(t, n, rows, context(), [this](int64_t s) { return q_len(s); }, rng);
-    } else if (name == "block_tables") {
-      paged_inputs::fill_shuffled_pages(t, t.numel(), rng);
-    } else {
+    } else if (!paged_inputs::fill_ragged(name, lens_name(), t, n, rows, context(), [this](int64_t s) { return q_len(s); },
+                                         rng)) {
       OpCase::fill(name, t, rng);
     }
   }
