@@ -52,6 +52,16 @@ inline double rel_l2(const std::vector<double>& got, const std::vector<double>& 
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
+// The op's single float64 reference output, itself checked against a dense softmax written
+// from scratch (`dense`): the two must agree to rounding.
+inline std::vector<double> checked_reference(const std::string& op, const Args& args,
+                                             const std::vector<double>& dense) {
+  const std::vector<ReferenceOutput> ref = reference(op, args);
+  REQUIRE(ref.size() == 1);
+  CHECK(rel_l2(ref[0].values, dense) <= 1e-12);
+  return ref[0].values;
+}
+
 // The op's output (its poisoned buffer `host_out`, `got` a host copy of what the run wrote)
 // against the reference: finite, within the dtype's tolerance, fences untouched.
 inline void check_output(const Buffer& host_out, const Tensor& got, const std::vector<double>& ref, DType dtype,
