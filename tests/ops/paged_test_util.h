@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,6 +37,41 @@ inline void move_to(Buffer& b, Device device) {
   b.view.data = static_cast<char*>(there.data()) +
                 (static_cast<const char*>(b.view.data) - static_cast<const char*>(b.storage.data()));
   b.storage = there;
+}
+
+// A ragged batch's metadata over q_lens.size() sequences and `spare_rows` table rows past them
+// (length 3, no tokens): query start offsets, kv lengths (the first shorter than a page where it
+// can be, the last full) and tables of `mb` pages per row, distinct shuffled pages of a pool of
+// rows * mb + 2 where a query reaches (this call's tokens' pages included), garbage elsewhere.
+struct RaggedMetadata {
+  Tensor lens, starts, tables;
+};
+inline RaggedMetadata ragged_metadata(const std::vector<int64_t>& q_lens, int64_t spare_rows, int64_t ps, int64_t mb,
+                                      int64_t window, const Dims& table_shape, std::mt19937_64& rng) {
+  const int64_t n = int64_t(q_lens.size()), rows = n + spare_rows;
+  RaggedMetadata m{Tensor::empty({rows}, DType::i32), Tensor::empty({rows + 1}, DType::i32),
+                   Tensor::empty(table_shape, DType::i32)};
+  auto* len = m.lens.data_as<int32_t>();
+  auto* qs = m.starts.data_as<int32_t>();
+  qs[0] = 0;
+  for (int64_t s = 0; s < rows; ++s) {
+    const int64_t q = s < n ? q_lens[size_t(s)] : 0;
+    qs[s + 1] = qs[s] + int32_t(q);
+    const int64_t hi = s == 0 ? std::max(q, ps - 1) : mb * ps;
+    len[s] = s >= n ? 3 : s == n - 1 ? int32_t(mb * ps) : int32_t(std::uniform_int_distribution<int64_t>(q, hi)(rng));
+  }
+  std::vector<int32_t> pages(static_cast<size_t>(rows * mb + 2));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  for (int64_t s = 0; s < rows; ++s) {
+    const int64_t q = s < n ? q_lens[size_t(s)] : 0;
+    const int64_t first = window > 0 ? std::max<int64_t>(0, len[s] - q - window + 1) : 0;
+    for (int64_t j = 0; j < mb; ++j) {
+      const bool reached = s < n && q > 0 && j * ps < len[s] && (j + 1) * ps > first;
+      m.tables.data_as<int32_t>()[s * mb + j] = reached ? pages[size_t(s * mb + j)] : -5 - int32_t(j);
+    }
+  }
+  return m;
 }
 
 // rel-L2 of got against want; a non-finite want (an empty row's -inf lse) must be met exactly,

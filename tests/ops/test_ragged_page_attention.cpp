@@ -65,32 +65,11 @@ Call make_call(const Problem& p, uint64_t seed) {
   c.q = padded({tokens(p), p.hq, p.d}, p.dtype, p.pad, rng);
   c.kv = padded({np, p.ps, 2 * p.hkv, p.d}, p.dtype, p.pad, rng);
   c.out = poisoned({tokens(p), p.hq, p.d}, p.dtype);
-  c.lens = Tensor::empty({rows}, DType::i32), c.starts = Tensor::empty({rows + 1}, DType::i32);
   c.num_seqs = Tensor::empty({1}, DType::i32), c.sinks = Tensor::empty({p.hq}, DType::f32);
   cli::fill_normal(c.sinks, rng);
   c.num_seqs.data_as<int32_t>()[0] = int32_t(n);
-  auto* len = c.lens.data_as<int32_t>();
-  auto* qs = c.starts.data_as<int32_t>();
-  qs[0] = 0;
-  for (int64_t s = 0; s < rows; ++s) {
-    const int64_t q = s < n ? p.q_lens[size_t(s)] : 0;
-    qs[s + 1] = qs[s] + int32_t(q);
-    // The first context is shorter than a page where it can be; the last is full.
-    const int64_t hi = s == 0 ? std::max(q, p.ps - 1) : p.mb * p.ps;
-    len[s] = s >= n ? 3 : s == n - 1 ? int32_t(p.mb * p.ps) : int32_t(std::uniform_int_distribution<int64_t>(q, hi)(rng));
-  }
-  std::vector<int32_t> pages(static_cast<size_t>(np));
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), rng);
-  c.tables = Tensor::empty({rows, p.mb}, DType::i32);
-  for (int64_t s = 0; s < rows; ++s) {
-    const int64_t q = s < n ? p.q_lens[size_t(s)] : 0;
-    const int64_t first = p.window > 0 ? std::max<int64_t>(0, len[s] - q - p.window + 1) : 0;
-    for (int64_t j = 0; j < p.mb; ++j) {
-      const bool reached = s < n && q > 0 && j * p.ps < len[s] && (j + 1) * p.ps > first;
-      c.tables.data_as<int32_t>()[s * p.mb + j] = reached ? pages[size_t(s * p.mb + j)] : -5 - int32_t(j);
-    }
-  }
+  paged_test::RaggedMetadata m = paged_test::ragged_metadata(p.q_lens, p.spare_rows, p.ps, p.mb, p.window, {rows, p.mb}, rng);
+  c.lens = m.lens, c.starts = m.starts, c.tables = m.tables;
   return c;
 }
 
