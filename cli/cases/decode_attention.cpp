@@ -4,9 +4,9 @@
 // --softcap; the bytes moved are the K and V rows read once per sequence, the queries, the
 // outputs and the log-sum-exps.
 #include <algorithm>
-#include <numeric>
 
 #include "op_case.h"
+#include "paged_inputs.h"
 #include "parse.h"
 
 namespace ejk::cli {
@@ -51,10 +51,7 @@ class DecodeAttentionCase final : public OpCase {
       if (b > 0 && empty_) len[0] = 0;
     } else if (name == "req_to_tokens") {
       // Distinct pages, shuffled, out of a buffer with spare pages nobody reads.
-      std::vector<int32_t> pages(static_cast<size_t>(total_pages()));
-      std::iota(pages.begin(), pages.end(), 0);
-      std::shuffle(pages.begin(), pages.end(), rng);
-      std::copy_n(pages.begin(), size_t(t.numel()), t.data_as<int32_t>());
+      paged_inputs::fill_shuffled_pages(t, total_pages(), rng);
     } else {
       OpCase::fill(name, t, rng);
     }

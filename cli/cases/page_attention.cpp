@@ -3,9 +3,9 @@
 // [0, --context] with the last sequence at --context, GQA by --hq / --hkv, and the bytes moved
 // (the K and V positions read, the queries and the outputs).
 #include <algorithm>
-#include <numeric>
 
 #include "op_case.h"
+#include "paged_inputs.h"
 #include "parse.h"
 
 namespace ejk::cli {
@@ -55,10 +55,7 @@ class PageAttentionCase final : public OpCase {
       if (t.numel() > 0) len[t.numel() - 1] = int32_t(ctx);
     } else if (name == "block_tables") {
       // Every block of the cache but the spare ones, shuffled, dealt out row by row.
-      std::vector<int32_t> blocks(size_t(t.numel()));
-      std::iota(blocks.begin(), blocks.end(), 0);
-      std::shuffle(blocks.begin(), blocks.end(), rng);
-      std::copy(blocks.begin(), blocks.end(), t.data_as<int32_t>());
+      paged_inputs::fill_shuffled_pages(t, t.numel(), rng);
     } else {
       OpCase::fill(name, t, rng);
     }

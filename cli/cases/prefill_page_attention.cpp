@@ -2,9 +2,9 @@
 // cache of --context positions (the chunk's included), pages handed out shuffled; GQA by --hq /
 // --hkv; the bytes moved are the K and V rows read once, the queries and the output.
 #include <algorithm>
-#include <numeric>
 
 #include "op_case.h"
+#include "paged_inputs.h"
 #include "parse.h"
 
 namespace ejk::cli {
@@ -46,10 +46,7 @@ class PrefillPageCase final : public OpCase {
     if (name == "context_len") {
       t.data_as<int32_t>()[0] = int32_t(context());
     } else if (name == "page_indices") {
-      std::vector<int32_t> pages(size_t(t.numel() + 2));
-      std::iota(pages.begin(), pages.end(), 0);
-      std::shuffle(pages.begin(), pages.end(), rng);
-      std::copy(pages.begin(), pages.begin() + t.numel(), t.data_as<int32_t>());
+      paged_inputs::fill_shuffled_pages(t, t.numel() + 2, rng);
     } else {
       OpCase::fill(name, t, rng);
     }

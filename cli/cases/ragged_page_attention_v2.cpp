@@ -7,9 +7,9 @@
 // two spare table rows past num_seqs, GQA by --hq / --hkv, sinks with --sinks; the bytes moved
 // are the K and V rows read once per sequence, the queries and the outputs.
 #include <algorithm>
-#include <numeric>
 
 #include "op_case.h"
+#include "paged_inputs.h"
 #include "parse.h"
 
 namespace ejk::cli {
@@ -68,21 +68,8 @@ class RaggedPageCase final : public OpCase {
     const int64_t n = seqs(), rows = n + kSpareRows;
     if (name == "num_seqs") {
       t.data_as<int32_t>()[0] = int32_t(n);
-    } else if (name == "query_start_loc") {
-      auto* qs = t.data_as<int32_t>();
-      qs[0] = 0;
-      for (int64_t s = 0; s < rows; ++s) qs[s + 1] = qs[s] + int32_t(s < n ? q_len(s) : 0);
-    } else if (name == lens_name()) {
-      auto* len = t.data_as<int32_t>();
-      for (int64_t s = 0; s < rows; ++s)
-        len[s] = s < n ? int32_t(std::uniform_int_distribution<int64_t>(q_len(s), context())(rng)) : 0;
-      if (n > 0) len[n - 1] = int32_t(context());
-    } else if (name == "block_tables") {
-      std::vector<int32_t> pages(size_t(t.numel()));
-      std::iota(pages.begin(), pages.end(), 0);
-      std::shuffle(pages.begin(), pages.end(), rng);
-      std::copy(pages.begin(), pages.end(), t.data_as<int32_t>());
-    } else {
+    } else if (!paged_inputs::fill_ragged(name, lens_name(), t, n, rows, context(), [this](int64_t s) { return q_len(s); },
+                                         rng)) {
       OpCase::fill(name, t, rng);
     }
   }

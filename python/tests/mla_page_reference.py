@@ -3,6 +3,8 @@ definition (NumPy only, for the JAX and the torch tests): the cache after this c
 the latent attention over it."""
 import numpy as np
 
+from ragged_page_v3_reference import visible
+
 PPS = 6  # pages per sequence
 
 
@@ -52,10 +54,7 @@ def reference(p, scale=None, window=None, cap=None, q_scale=None, k_scale=None, 
             logit *= (q_scale or 1) * (k_scale or 1)
             if cap is not None:
                 logit = cap * np.tanh(logit / cap)
-            j = np.arange(n)
-            seen = j <= qpos
-            if window is not None:
-                seen &= j > qpos - window
+            seen = visible(n, qpos, window)
             w = np.exp(logit[seen] - logit[seen].max(0))
             out[tok] = (w / w.sum(0)).T @ rows[seen, :r] * (v_scale or 1)
     return out, flat.reshape(cache.shape)

@@ -21,6 +21,15 @@ def problem(rng, hq=8, hkv=2, d=64, pack=1):
                 kv_lens=np.asarray(kv_lens, np.int32), tables=pages, qsl=qsl, dist=np.asarray([0, 0, 3], np.int32))
 
 
+def visible(n, qpos, window):
+    """Which of n cache positions the query at qpos sees: up to its own, the window's newest."""
+    j = np.arange(n)
+    seen = j <= qpos
+    if window is not None:
+        seen &= j > qpos - window
+    return seen
+
+
 def reference(p, sinks=None, scale=1.0, window=None, cap=None, q_scale=None, k_scale=None, v_scale=None):
     """float64: the cache after the write, and each processed token's attention over it."""
     q, k, v, cache = (np.asarray(p[n], np.float64) for n in ("q", "k", "v", "cache"))
@@ -44,10 +53,7 @@ def reference(p, sinks=None, scale=1.0, window=None, cap=None, q_scale=None, k_s
                 logit = keys[:, 2 * (h // g), :d] @ qq * scale * (k_scale or 1) * (q_scale or 1)
                 if cap is not None:
                     logit = cap * np.tanh(logit / cap)
-                j = np.arange(n)
-                seen = j <= qpos
-                if window is not None:
-                    seen &= j > qpos - window
+                seen = visible(n, qpos, window)
                 x = np.concatenate([logit[seen], [] if sinks is None else [float(sinks[h])]])
                 w = np.exp(x - x.max())
                 out[tok, h] = w[:seen.sum()] @ keys[seen, 2 * (h // g) + 1, :d] / w.sum() * (v_scale or 1)

@@ -18,6 +18,7 @@
 
 #include "ejk/kernels/cuda/recurrent_chunk_bwd.cuh"
 #include "ejk/kernels/cuda/ssm2_chunk_bwd.cuh"
+#include "linear_chunk_emu_util.h"
 
 namespace ejk::cuda {
 alignas(16) unsigned char linear_chunk_smem[160 * 1024];
@@ -25,23 +26,11 @@ alignas(16) unsigned char linear_chunk_smem[160 * 1024];
 
 using namespace ejk;
 using namespace ejk::cuda;
+using namespace linear_chunk_emu;
 
 namespace {
 
-template <Elem E> u16 bits(float x) { return E == Elem::bf16 ? bf16_bits(x) : f16_bits(x); }
-template <Elem E> double val(u16 x) { return double(to_f32<E>(x)); }
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Relative L2 error and the largest absolute one; NaN (a value never written) fails.
-struct Err {
-  double num = 0, den = 0, max = 0;
-  bool finite = true;
-  void add(double got, double want) {
-    finite = finite && std::isfinite(got);
-    num += (got - want) * (got - want), den += want * want, max = std::fmax(max, std::fabs(got - want));
-  }
-  double rel() const { return std::sqrt(num / den); }
-};
 
 // A backward key's constants; kGh makes recurrent_chunk_view read g_head (the forward's gate),
 // which the kernel then differentiates as one more row decay.
@@ -86,8 +75,7 @@ template <class Cfg> void launch(const RecurrentParams& p0, long blocks) {
 
 template <int K, int V, Elem E, bool R> void run(const Problem& pr, unsigned seed) {
   const bool varlen = !pr.lens.empty();
-  std::vector<i32> cu{0};
-  for (long n : pr.lens) cu.push_back(cu.back() + i32(n));
+  const std::vector<i32> cu = offsets(pr.lens);
   const long seqs = varlen ? long(pr.lens.size()) : pr.b, total = varlen ? cu.back() : pr.b * pr.t, H = pr.h;
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -191,22 +179,8 @@ template <int K, int V, Elem E, bool R> void run(const Problem& pr, unsigned see
   report({{"dq", eq}, {"dk", ek}, {"dv", ev}, {"dg", eg}, {"dgk", egk}, {"dgv", egv}, {"dg_head", ehead}, {"dh0", eh0}});
 }
 
-template <int N_, Elem E_> struct SsmCfg {
-  static constexpr Elem E = E_;
-  static constexpr int kN = N_;
-};
-
-struct SsmProblem {
-  long b = 1, t = 100, h = 2, g = 1, p = 64;
-  std::vector<long> lens;
-  bool init = true, dht = true;
-};
-
 template <int N, Elem E> void run_ssm2(const SsmProblem& pr, unsigned seed) {
-  const bool varlen = !pr.lens.empty();
-  std::vector<i32> cu{0};
-  for (long n : pr.lens) cu.push_back(cu.back() + i32(n));
-  const long seqs = varlen ? long(pr.lens.size()) : pr.b, S = varlen ? cu.back() : pr.t, packs = varlen ? 1 : pr.b;
+  const auto [varlen, cu, seqs, S, packs] = ssm_layout(pr);
   const long P = pr.p, H = pr.h, G = pr.g;
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;

@@ -13,6 +13,7 @@
 
 #include "ejk/kernels/cuda/recurrent_chunk.cuh"
 #include "ejk/kernels/cuda/ssm2_chunk.cuh"
+#include "linear_chunk_emu_util.h"
 
 namespace ejk::cuda {
 alignas(16) unsigned char linear_chunk_smem[128 * 1024];
@@ -20,6 +21,7 @@ alignas(16) unsigned char linear_chunk_smem[128 * 1024];
 
 using namespace ejk;
 using namespace ejk::cuda;
+using namespace linear_chunk_emu;
 
 namespace {
 
@@ -29,38 +31,12 @@ template <class F> void launch(long blocks, F body) {
   for (long b = 0; b < blocks; ++b) emu::run_block(kLinearChunkThreads, {unsigned(b)}, body);
 }
 
-template <Elem E> u16 bits(float x) { return E == Elem::bf16 ? bf16_bits(x) : f16_bits(x); }
-template <Elem E> double val(u16 x) { return double(to_f32<E>(x)); }
-
-// Relative L2 error, and whether every value compared was finite.
-struct Err {
-  double num = 0, den = 0;
-  bool finite = true;
-  void add(double got, double want) {
-    finite = finite && std::isfinite(got);
-    num += (got - want) * (got - want), den += want * want;
-  }
-  double rel() const { return std::sqrt(num / den); }
-};
-
-// cu: sequence starts (varlen) or empty (dense, b sequences of t).
-std::vector<i32> offsets(const std::vector<long>& lens) {
-  std::vector<i32> cu{0};
-  for (long n : lens) cu.push_back(cu.back() + i32(n));
-  return cu;
-}
-
 // A recurrent forward key's constants (the chunked keys: no g, gk, gv).
 template <int K_, Elem E_, bool G, bool H, bool R> struct RecCfg {
   static constexpr Elem E = E_;
   static constexpr int kK = K_;
   static constexpr bool kG = false, kGk = false, kGv = false, kChunked = true;
   static constexpr bool kGamma = G, kGh = H, kReverse = R;
-};
-
-template <int N_, Elem E_> struct SsmCfg {
-  static constexpr Elem E = E_;
-  static constexpr int kN = N_;
 };
 
 struct RecProblem {
@@ -137,17 +113,8 @@ template <int K, int V, Elem E> void run_recurrent(const RecProblem& pr, unsigne
   CHECK(es.rel() <= 1e-2);
 }
 
-struct SsmProblem {
-  long b = 1, t = 100, h = 2, g = 1, p = 64;
-  std::vector<long> lens;
-  bool init = true, in_place = false;
-};
-
 template <int N, Elem E> void run_ssm2(const SsmProblem& pr, unsigned seed) {
-
-  const bool varlen = !pr.lens.empty();
-  const std::vector<i32> cu = offsets(pr.lens);
-  const long seqs = varlen ? long(pr.lens.size()) : pr.b, S = varlen ? cu.back() : pr.t, packs = varlen ? 1 : pr.b;
+  const auto [varlen, cu, seqs, S, packs] = ssm_layout(pr);
   const long P = pr.p, H = pr.h, G = pr.g;
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;

@@ -13,13 +13,14 @@
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "op_case.h"
+#include "paged_test_util.h"
 #include "recurrent_problem.h"
 
 using namespace ejk;
+using paged_test::rel_l2;
 using recurrent_test::Buffer;
 using recurrent_test::compare;
 using recurrent_test::element;
-using recurrent_test::Mismatch;
 using recurrent_test::poisoned;
 using Catch::Matchers::ContainsSubstring;
 
@@ -105,13 +106,6 @@ void dense_reference(const Problem& p, const Call& c, std::vector<double>& out, 
   }
 }
 
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    if (std::isfinite(want[i])) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
-  return std::sqrt(num / std::max(den, 1e-300));
-}
-
 // lse from its poisoned host buffer: infinities where the reference has them, else rel-L2.
 void check_lse(const Tensor& host, const std::vector<double>& want, double tol) {
   std::vector<double> got(want.size());
@@ -139,22 +133,12 @@ void check_problem(const Problem& p, uint64_t seed, Device device = Device{}) {
   Call on = c;
   if (device.kind != DeviceKind::cpu) {
     for (Tensor* t : {&on.q, &on.k, &on.v, &on.tables, &on.lens}) *t = t->to(device);
-    for (Buffer* b : {&on.out, &on.lse}) {
-      const Tensor there = b->storage.to(device);
-      b->view.device = device;
-      b->view.data = static_cast<char*>(there.data()) +
-                     (static_cast<const char*>(b->view.data) - static_cast<const char*>(b->storage.data()));
-      b->storage = there;
-    }
+    for (Buffer* b : {&on.out, &on.lse}) paged_test::move_to(*b, device);
   }
   const RunInfo info = run("decode_attention", on.args(p));
   synchronize(device);
   const double tol = p.dtype == DType::f32 ? 1e-5 : 1e-2;
-  const Mismatch e = compare(c.out, on.out.storage.to(Device{}), ref[0].values);
-  INFO(fmt::format("{}: out rel_l2 {:.3e}", info.key, e.rel_l2));
-  CHECK_FALSE(e.nonfinite);
-  CHECK(e.rel_l2 <= tol);
-  CHECK(e.fence_intact);
+  paged_test::check_output(c.out, on.out.storage.to(Device{}), ref[0].values, p.dtype, info.key + " out");
   check_lse(on.lse.storage.to(Device{}), ref[1].values, tol);
   // The lse buffer's fences (compare's values are unused here: lse may hold -inf).
   CHECK(compare(c.lse, on.lse.storage.to(Device{}), std::vector<double>(ref[1].values.size(), 0.0)).fence_intact);

@@ -12,13 +12,13 @@
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "op_case.h"
+#include "paged_test_util.h"
 #include "recurrent_problem.h"
 
 using namespace ejk;
+using paged_test::padded;
 using recurrent_test::Buffer;
-using recurrent_test::compare;
 using recurrent_test::element;
-using recurrent_test::Mismatch;
 using recurrent_test::poisoned;
 using Catch::Matchers::ContainsSubstring;
 
@@ -36,17 +36,6 @@ struct Problem {
                        dtype_name(dtype), s, hq, hkv, d, bs, mb, softcap, window, max_context, splits, pad);
   }
 };
-
-// A row-major tensor of `shape` whose last dim is `pad` elements longer than it shows.
-Buffer padded(const Dims& shape, DType dtype, int64_t pad, std::mt19937_64& rng) {
-  Dims full = shape;
-  full[full.size() - 1] += pad;
-  Buffer b;
-  b.storage = Tensor::empty(full, dtype);
-  cli::fill_normal(b.storage, rng);
-  b.view = {b.storage.data(), dtype, {}, shape, contiguous_strides(full)};
-  return b;
-}
 
 struct Call {
   Buffer q, kc, vc, out;
@@ -137,53 +126,26 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
   return out;
 }
 
-double tolerance(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
-
 // Runs p on `device` into a poisoned output and checks it against the op's reference, and that
 // reference against the dense one.
 void check_problem(const Problem& p, Device device, uint64_t seed) {
   Call c = make_call(p, seed);
   Args host = c.args();
   set_scalars(p, host);
-  const std::vector<ReferenceOutput> ref = reference("page_attention", host);
-  REQUIRE(ref.size() == 1);
-  const std::vector<double> dense = dense_reference(p, c);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < dense.size(); ++i)
-    num += (ref[0].values[i] - dense[i]) * (ref[0].values[i] - dense[i]), den += dense[i] * dense[i];
   INFO(p.name());
-  CHECK(std::sqrt(num / std::max(den, 1e-300)) <= 1e-12);
+  const std::vector<double> ref = paged_test::checked_reference("page_attention", host, dense_reference(p, c));
 
-  std::vector<Tensor> keep;
-  auto moved = [&](const Buffer& b) {
-    if (device.kind == DeviceKind::cpu) return b.view;
-    keep.push_back(b.storage.to(device));
-    TensorView v = b.view;
-    v.device = device, v.data = keep.back().data();
-    v.data = static_cast<char*>(keep.back().data()) +
-             (static_cast<const char*>(b.view.data) - static_cast<const char*>(b.storage.data()));
-    return v;
-  };
-  Args a;
-  a.set("query", moved(c.q)), a.set("key_cache", moved(c.kc)), a.set("value_cache", moved(c.vc));
-  a.set("out", moved(c.out));
-  const size_t out_at = keep.size() - (device.kind == DeviceKind::cpu ? 0 : 1);
-  Tensor lens_dev, tables_dev;
-  if (device.kind == DeviceKind::cpu) {
-    a.set("context_lens", c.lens.view()), a.set("block_tables", c.tables.view());
-  } else {
-    lens_dev = c.lens.to(device), tables_dev = c.tables.to(device);
-    a.set("context_lens", lens_dev.view()), a.set("block_tables", tables_dev.view());
+  Call on = c;  // the same views (sharing the host storage), their data on `device`
+  if (device.kind != DeviceKind::cpu) {
+    for (Buffer* b : {&on.q, &on.kc, &on.vc, &on.out}) paged_test::move_to(*b, device);
+    for (Tensor* t : {&on.lens, &on.tables}) *t = t->to(device);
   }
+  Args a = on.args();
   set_scalars(p, a);
   const RunInfo info = run("page_attention", a);
   synchronize(device);
-  const Tensor got = device.kind == DeviceKind::cpu ? c.out.storage : keep[out_at].to(Device{});
-  const Mismatch e = compare(c.out, got, ref[0].values);
-  INFO(fmt::format("{} -> {}: rel_l2 {:.3e}", p.name(), info.key, e.rel_l2));
-  CHECK_FALSE(e.nonfinite);
-  CHECK(e.rel_l2 <= tolerance(p.dtype));
-  CHECK(e.fence_intact);
+  const Tensor got = on.out.storage.to(Device{});
+  paged_test::check_output(c.out, got, ref, p.dtype, fmt::format("{} -> {}", p.name(), info.key));
 }
 
 // The randomized matrix: sizes and features drawn per problem, lengths 0 and 1 always present.

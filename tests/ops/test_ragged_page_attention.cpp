@@ -13,13 +13,13 @@
 #include "ejk/admin.h"
 #include "ejk/core/error.h"
 #include "op_case.h"
+#include "paged_test_util.h"
 #include "recurrent_problem.h"
 
 using namespace ejk;
+using paged_test::padded;
 using recurrent_test::Buffer;
-using recurrent_test::compare;
 using recurrent_test::element;
-using recurrent_test::Mismatch;
 using recurrent_test::poisoned;
 using Catch::Matchers::ContainsSubstring;
 
@@ -38,16 +38,6 @@ struct Problem {
                        q_lens.size(), hq, hkv, d, ps, mb, softcap, window, sinks, pad);
   }
 };
-
-Buffer padded(const Dims& shape, DType dtype, int64_t pad, std::mt19937_64& rng) {
-  Dims full = shape;
-  full[full.size() - 1] += pad;
-  Buffer b;
-  b.storage = Tensor::empty(full, dtype);
-  cli::fill_normal(b.storage, rng);
-  b.view = {b.storage.data(), dtype, {}, shape, contiguous_strides(full)};
-  return b;
-}
 
 struct Call {
   Buffer q, kv, out;
@@ -75,32 +65,11 @@ Call make_call(const Problem& p, uint64_t seed) {
   c.q = padded({tokens(p), p.hq, p.d}, p.dtype, p.pad, rng);
   c.kv = padded({np, p.ps, 2 * p.hkv, p.d}, p.dtype, p.pad, rng);
   c.out = poisoned({tokens(p), p.hq, p.d}, p.dtype);
-  c.lens = Tensor::empty({rows}, DType::i32), c.starts = Tensor::empty({rows + 1}, DType::i32);
   c.num_seqs = Tensor::empty({1}, DType::i32), c.sinks = Tensor::empty({p.hq}, DType::f32);
   cli::fill_normal(c.sinks, rng);
   c.num_seqs.data_as<int32_t>()[0] = int32_t(n);
-  auto* len = c.lens.data_as<int32_t>();
-  auto* qs = c.starts.data_as<int32_t>();
-  qs[0] = 0;
-  for (int64_t s = 0; s < rows; ++s) {
-    const int64_t q = s < n ? p.q_lens[size_t(s)] : 0;
-    qs[s + 1] = qs[s] + int32_t(q);
-    // The first context is shorter than a page where it can be; the last is full.
-    const int64_t hi = s == 0 ? std::max(q, p.ps - 1) : p.mb * p.ps;
-    len[s] = s >= n ? 3 : s == n - 1 ? int32_t(p.mb * p.ps) : int32_t(std::uniform_int_distribution<int64_t>(q, hi)(rng));
-  }
-  std::vector<int32_t> pages(static_cast<size_t>(np));
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), rng);
-  c.tables = Tensor::empty({rows, p.mb}, DType::i32);
-  for (int64_t s = 0; s < rows; ++s) {
-    const int64_t q = s < n ? p.q_lens[size_t(s)] : 0;
-    const int64_t first = p.window > 0 ? std::max<int64_t>(0, len[s] - q - p.window + 1) : 0;
-    for (int64_t j = 0; j < p.mb; ++j) {
-      const bool reached = s < n && q > 0 && j * p.ps < len[s] && (j + 1) * p.ps > first;
-      c.tables.data_as<int32_t>()[s * p.mb + j] = reached ? pages[size_t(s * p.mb + j)] : -5 - int32_t(j);
-    }
-  }
+  paged_test::RaggedMetadata m = paged_test::ragged_metadata(p.q_lens, p.spare_rows, p.ps, p.mb, p.window, {rows, p.mb}, rng);
+  c.lens = m.lens, c.starts = m.starts, c.tables = m.tables;
   return c;
 }
 
@@ -149,33 +118,17 @@ std::vector<double> dense_reference(const Problem& p, const Call& c) {
 void check_problem(const Problem& p, uint64_t seed, Device device = Device{}) {
   Call c = make_call(p, seed);
   const Args host = c.args(p);
-  const std::vector<ReferenceOutput> ref = reference("ragged_page_attention_v2", host);
-  REQUIRE(ref.size() == 1);
-  const std::vector<double> dense = dense_reference(p, c);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < dense.size(); ++i)
-    num += (ref[0].values[i] - dense[i]) * (ref[0].values[i] - dense[i]), den += dense[i] * dense[i];
   INFO(p.name());
-  CHECK(std::sqrt(num / std::max(den, 1e-300)) <= 1e-12);
+  const std::vector<double> ref = paged_test::checked_reference("ragged_page_attention_v2", host, dense_reference(p, c));
   Call on = c;  // the same views (sharing the host storage), their data on `device`
-  auto moved = [&](Buffer& b) {
-    const Tensor there = b.storage.to(device);
-    b.view.device = device;
-    b.view.data = static_cast<char*>(there.data()) +
-                  (static_cast<const char*>(b.view.data) - static_cast<const char*>(b.storage.data()));
-    b.storage = there;
-  };
   if (device.kind != DeviceKind::cpu) {
-    moved(on.q), moved(on.kv), moved(on.out);
+    for (Buffer* b : {&on.q, &on.kv, &on.out}) paged_test::move_to(*b, device);
     for (Tensor* t : {&on.lens, &on.tables, &on.starts, &on.num_seqs, &on.sinks}) *t = t->to(device);
   }
   const RunInfo info = run("ragged_page_attention_v2", on.args(p));
   synchronize(device);
-  const Mismatch e = compare(c.out, on.out.storage.to(Device{}), ref[0].values);
-  INFO(fmt::format("{} -> {}: rel_l2 {:.3e}", p.name(), info.key, e.rel_l2));
-  CHECK_FALSE(e.nonfinite);
-  CHECK(e.rel_l2 <= (p.dtype == DType::f32 ? 1e-5 : 1e-2));
-  CHECK(e.fence_intact);
+  paged_test::check_output(c.out, on.out.storage.to(Device{}), ref, p.dtype,
+                           fmt::format("{} -> {}", p.name(), info.key));
 }
 
 std::vector<Problem> matrix(DType dtype, int64_t d, int count, uint64_t seed) {

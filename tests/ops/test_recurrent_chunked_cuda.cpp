@@ -97,23 +97,31 @@ void check_chunked(const Problem& p, uint64_t seed, bool backward = false) {
   }
 }
 
-}  // namespace
-
-TEST_CASE("chunked recurrent attention on CUDA: chunk edges, g_gamma, initial state", "[recurrent][cuda][gpu]") {
-  std::string why;
-  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
-  uint64_t seed = 900;
+// Lengths on and around the 64-token chunk edges for K = V = 64 and 128, with g_gamma, g_head
+// and the initial state (the backward: dht too) in each of their combinations over the lengths.
+std::vector<Problem> edge_problems(bool backward) {
+  std::vector<Problem> v;
   int n = 0;
   for (DType dtype : {DType::bf16, DType::f16})
     for (int64_t kv : {64, 128})
       for (int64_t t : {1, 63, 64, 65, 1000}) {
         Problem p;
         p.dtype = dtype, p.b = 2, p.t = t, p.h = 3, p.k = p.v = kv;
-        // g_gamma, g_head and the initial state in each of their combinations over the lengths.
         p.gates = (n % 2 == 0 ? kGamma : 0) | (n % 3 != 1 ? kGh : 0), p.init = n / 2 % 2 == 0;
+        if (backward) p.dht = n % 3 != 2;
         ++n;
-        check_chunked(p, seed++);
+        v.push_back(p);
       }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("chunked recurrent attention on CUDA: chunk edges, g_gamma, initial state", "[recurrent][cuda][gpu]") {
+  std::string why;
+  if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
+  uint64_t seed = 900;
+  for (const Problem& p : edge_problems(false)) check_chunked(p, seed++);
 }
 
 TEST_CASE("chunked recurrent attention on CUDA: reverse, varlen with empty sequences, K != V", "[recurrent][cuda][gpu]") {
@@ -155,16 +163,7 @@ TEST_CASE("chunked recurrent attention backward on CUDA: chunk edges, g_gamma, g
   std::string why;
   if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
   uint64_t seed = 1200;
-  int n = 0;
-  for (DType dtype : {DType::bf16, DType::f16})
-    for (int64_t kv : {64, 128})
-      for (int64_t t : {1, 63, 64, 65, 1000}) {
-        Problem p;
-        p.dtype = dtype, p.b = 2, p.t = t, p.h = 3, p.k = p.v = kv;
-        p.gates = (n % 2 == 0 ? kGamma : 0) | (n % 3 != 1 ? kGh : 0), p.init = n / 2 % 2 == 0, p.dht = n % 3 != 2;
-        ++n;
-        check_chunked(p, seed++, true);
-      }
+  for (const Problem& p : edge_problems(true)) check_chunked(p, seed++, true);
   Problem p;  // a long sequence: 64 chunks, the carried state gradient through all of them
   p.dtype = DType::bf16, p.b = 1, p.t = 4096, p.h = 2, p.k = p.v = 128, p.gates = kGamma, p.init = p.dht = true;
   check_chunked(p, seed++, true);

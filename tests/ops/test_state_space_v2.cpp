@@ -215,6 +215,29 @@ std::vector<Problem> problems(DType dtype) {
   return v;
 }
 
+// The chunked SSD keys' matrix (16-bit, N 128 and 64): chunk edges, head dims that leave a
+// partial 32-column tile or are not a multiple of 8, groups, padded token-major inputs; the
+// forward varies whether states are returned, the backward whether dht is given.
+std::vector<Problem> chunked_problems(bool backward) {
+  std::vector<Problem> v;
+  int m = 0;
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t n : {128, 64})
+      for (int64_t s : {1, 63, 64, 65, 1000}) {
+        Problem p;
+        p.dtype = t, p.n = n, p.s = s, p.b = 2, p.h = 4;
+        p.p = std::array<int64_t, 4>{64, 20, 130, 32}[size_t(m % 4)];
+        p.g = std::array<int64_t, 3>{1, 2, 4}[size_t(m % 3)];
+        p.init = m % 2 == 0;
+        if (backward) p.dht = m % 3 != 1;
+        else p.state = m % 5 != 3;
+        if (m % 7 == 2) p.pad = 3, p.token_major = true;
+        ++m;
+        v.push_back(p);
+      }
+  return v;
+}
+
 Device gpu() { return {DeviceKind::cuda, 0}; }
 
 std::string error_of(const std::function<void()>& f) {
@@ -363,19 +386,7 @@ TEST_CASE("state_space_v2 chunked SSD on CUDA matches the float64 reference", "[
   std::string why;
   if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
   uint64_t seed = 800;
-  int m = 0;
-  for (DType t : {DType::bf16, DType::f16})
-    for (int64_t n : {128, 64})
-      for (int64_t s : {1, 63, 64, 65, 1000}) {
-        Problem p;
-        p.dtype = t, p.n = n, p.s = s, p.b = 2, p.h = 4;
-        p.p = std::array<int64_t, 4>{64, 20, 130, 32}[size_t(m % 4)];
-        p.g = std::array<int64_t, 3>{1, 2, 4}[size_t(m % 3)];
-        p.init = m % 2 == 0, p.state = m % 5 != 3;
-        if (m % 7 == 2) p.pad = 3, p.token_major = true;
-        ++m;
-        check_problem(p, false, gpu(), seed++);
-      }
+  for (const Problem& p : chunked_problems(false)) check_problem(p, false, gpu(), seed++);
   Problem step;  // one token, final_state over initial_state
   step.dtype = DType::bf16, step.s = 1, step.init = true, step.p = 64;
   const Call c = make_call(step, false, seed++);
@@ -423,19 +434,7 @@ TEST_CASE("state_space_v2 chunked SSD backward on CUDA matches the float64 refer
   std::string why;
   if (!backend_available(Backend::cuda, &why)) SKIP("no usable GPU: " << why);
   uint64_t seed = 1300;
-  int m = 0;
-  for (DType t : {DType::bf16, DType::f16})
-    for (int64_t n : {128, 64})
-      for (int64_t s : {1, 63, 64, 65, 1000}) {
-        Problem p;
-        p.dtype = t, p.n = n, p.s = s, p.b = 2, p.h = 4;
-        p.p = std::array<int64_t, 4>{64, 20, 130, 32}[size_t(m % 4)];
-        p.g = std::array<int64_t, 3>{1, 2, 4}[size_t(m % 3)];
-        p.init = m % 2 == 0, p.dht = m % 3 != 1;
-        if (m % 7 == 2) p.pad = 3, p.token_major = true;
-        ++m;
-        check_problem(p, true, gpu(), seed++);
-      }
+  for (const Problem& p : chunked_problems(true)) check_problem(p, true, gpu(), seed++);
   for (int64_t n : {128, 64}) {
     Problem p;
     p.dtype = n == 128 ? DType::bf16 : DType::f16, p.n = n, p.s = 4096, p.b = 1, p.h = 4, p.p = 64, p.g = 2;
