@@ -95,34 +95,15 @@ __device__ __forceinline__ void chunk_bwd_col_rows(float* yv, const float (&dv)[
                                                    float scale) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = 16 * warp;
   float O[4][4] = {};
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    u32 a[4];
-    frag_a(a, sq, PK, row0, kk * 16);
-#pragma unroll
-    for (int vp = 0; vp < 2; ++vp) {
-      u32 f[4];
-      frag_b_kn(f, ss, PV, kk * 16, vp * 16);
-      mma_16816<E>(O[2 * vp], a, f[0], f[1]);
-      mma_16816<E>(O[2 * vp + 1], a, f[2], f[3]);
-    }
-  }
+  chunk_warp_mma<E, K / 16, 2>(
+      O, 0, K / 16, 2, [&](u32(&a)[4], int kb) { frag_a(a, sq, PK, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, ss, PV, kb * 16, nb * 16); });
   const float f0 = scale * expf(G[row0 + lane / 4]), f1 = scale * expf(G[row0 + lane / 4 + 8]);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) O[nt][0] *= f0, O[nt][1] *= f0, O[nt][2] *= f1, O[nt][3] *= f1;
-#pragma unroll
-  for (int kb = 0; kb < 4; ++kb) {
-    if (kb > warp) continue;
-    u32 a[4];
-    frag_a(a, spa, kChunkP, row0, kb * 16);
-#pragma unroll
-    for (int vp = 0; vp < 2; ++vp) {
-      u32 f[4];
-      frag_b_kn(f, sv, PV, kb * 16, vp * 16);
-      mma_16816<E>(O[2 * vp], a, f[0], f[1]);
-      mma_16816<E>(O[2 * vp + 1], a, f[2], f[3]);
-    }
-  }
+  chunk_warp_mma<E, 4, 2>(
+      O, 0, warp, 2, [&](u32(&a)[4], int kb) { frag_a(a, spa, kChunkP, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, sv, PV, kb * 16, nb * 16); });
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
