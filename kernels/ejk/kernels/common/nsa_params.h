@@ -100,6 +100,27 @@ EJK_HD i64 nsa_row_tasks(const NsaParams& p) {
   return p.batch * p.seqlen * p.heads_kv * ceil_div(p.heads_q / p.heads_kv, kNsaRowHeads);
 }
 
+// A row task's place: sequence, token, kv head and its query heads [h0, h0 + rows); task
+// indexes [0, nsa_row_tasks(p)), the head chunk fastest (every backend's dq/forward order).
+struct NsaRowTask {
+  i64 b, t, hk, h0;
+  int rows;
+};
+
+EJK_HD NsaRowTask nsa_row_task(const NsaParams& p, i64 task) {
+  const i64 group = p.heads_q / p.heads_kv, chunks = ceil_div(group, kNsaRowHeads);
+  NsaRowTask r;
+  const i64 c = task % chunks;
+  task /= chunks;
+  r.hk = task % p.heads_kv;
+  task /= p.heads_kv;
+  r.t = task % p.seqlen;
+  r.b = task / p.seqlen;
+  r.h0 = r.hk * group + c * kNsaRowHeads;
+  r.rows = int(min_of(kNsaRowHeads, group - c * kNsaRowHeads));
+  return r;
+}
+
 // dk/dv tasks: per (sequence, kv head, block) its tiles of at most kNsaKeyTile keys.
 EJK_HD i64 nsa_key_tasks(const NsaParams& p) {
   return p.batch * p.heads_kv * ceil_div(p.seqlen, p.block_size) * ceil_div(p.block_size, kNsaKeyTile);

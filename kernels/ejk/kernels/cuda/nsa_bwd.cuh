@@ -82,15 +82,9 @@ template <Elem E, int D> __device__ __attribute__((noinline)) void dq(const NsaP
   const int lane = int(threadIdx.x) % 32, g = lane / 4, q2 = (lane % 4) * 2;
 
   // The task: sequence b, token t, kv head hk, query heads [h0, h0 + rows).
-  const i64 group = p.heads_q / p.heads_kv, chunks = ceil_div(group, kNsaRowHeads);
-  i64 task = i64(blockIdx.x);
-  const i64 chunk = task % chunks;
-  task /= chunks;
-  const i64 hk = task % p.heads_kv;
-  task /= p.heads_kv;
-  const i64 t = task % p.seqlen, b = task / p.seqlen;
-  const i64 h0 = hk * group + chunk * kNsaRowHeads;
-  const int rows = int(min_of(kNsaRowHeads, group - chunk * kNsaRowHeads));
+  const NsaRowTask task = nsa_row_task(p, i64(blockIdx.x));
+  const i64 b = task.b, t = task.t, hk = task.hk, h0 = task.h0;
+  const int rows = task.rows;
 
   const u16* q = static_cast<const u16*>(p.q);
   const u16* d_out = static_cast<const u16*>(p.d_out);
