@@ -105,18 +105,6 @@ EJK_HD void exp_shifted(float* s, int n, float m) {
   for (int u = 0; u < nv; ++u) vstore(s + u * kVecWidth, exp_approx(vload(s + u * kVecWidth) - mv));
 }
 
-// Calls visit(k0, n) for each tile of keys token t attends to: its selected blocks in slot
-// order, each clipped to keys <= t and cut into tiles of at most kNsaKeyTile.
-template <class Visit> EJK_HD void for_each_tile(const NsaParams& p, const NsaRowTask& r, Visit&& visit) {
-  const i64 n = nsa_count(p, r.b, r.t, r.hk);
-  for (i64 s = 0; s < n; ++s) {
-    const i64 c = nsa_selected_block(p, r.b, r.t, r.hk, s);
-    if (c < 0) continue;
-    const i64 hi = min_of((c + 1) * p.block_size, r.t + 1);
-    for (i64 k0 = c * p.block_size; k0 < hi; k0 += kNsaKeyTile) visit(k0, int(min_of(kNsaKeyTile, hi - k0)));
-  }
-}
-
 template <class Cfg> void fwd_task(const NsaParams& p, const NsaRowTask& r) {
   constexpr ElemKind E = Cfg::kElem;
   constexpr int D = Cfg::kHeadDim, R = int(kNsaRowHeads), BK = int(kNsaKeyTile);
@@ -127,7 +115,7 @@ template <class Cfg> void fwd_task(const NsaParams& p, const NsaRowTask& r) {
     for (int d = 0; d < D; ++d) acc[i][d] = 0.0f;
     m[i] = neg_inf_f32(), l[i] = 0.0f;
   }
-  for_each_tile(p, r, [&](i64 k0, int n) {
+  nsa_for_each_tile(p, r, [&](i64 k0, int n) {
     load_tile<Cfg>(p, r.b, r.hk, k0, n, tl, false);
     for (int i = 0; i < r.rows; ++i) {
       row_times_tile<D>(q[i], tl.kt, n, p.scale, s);
@@ -200,7 +188,7 @@ template <class Cfg> void dq_task(const NsaParams& p, const NsaRowTask& r) {
     live[i] = load_grad_row<Cfg>(p, r.b, r.t, r.h0 + i, g[i], scratch);
     for (int d = 0; d < D; ++d) dq[i][d] = 0.0f;
   }
-  for_each_tile(p, r, [&](i64 k0, int n) {
+  nsa_for_each_tile(p, r, [&](i64 k0, int n) {
     load_tile<Cfg>(p, r.b, r.hk, k0, n, tl, true);
     for (int i = 0; i < r.rows; ++i) {
       if (!live[i]) continue;
