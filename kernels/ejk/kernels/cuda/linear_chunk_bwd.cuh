@@ -207,13 +207,7 @@ __device__ __forceinline__ void chunk_bwd_key_weights(float (&acc)[K / 8][4], co
   for (int h = 0; h < 2; ++h) {
     const int j = row0 + lane / 4 + h * 8;
     if (b.f.weighted) {
-      float dw = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < K / 8; ++nt) {
-        const int r = nt * 8 + lane % 4 * 2;
-        dw += to_f32<E>(sk[j * PK + r]) * acc[nt][2 * h] + to_f32<E>(sk[j * PK + r + 1]) * acc[nt][2 * h + 1];
-      }
-      dw = quad_sum(dw);
+      const float dw = chunk_row_dot<E, K, PK>(acc, sk, j, h);
       if (lane % 4 == 0 && j < rows) b.part[(n0 + j) * b.spart + 2 * K + 1] = dw;
     }
 #pragma unroll

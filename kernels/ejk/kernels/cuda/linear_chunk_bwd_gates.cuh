@@ -113,6 +113,20 @@ __device__ __forceinline__ void chunk_bwd_col_rows(float* yv, const float (&dv)[
     }
 }
 
+// x_i . acc_i over the K columns for the lane's row i of half h (row 16w + lane / 4 + 8h; x:
+// 16-bit [i][K] rows), summed over the quad.
+template <Elem E, int K, int PK>
+__device__ __forceinline__ float chunk_row_dot(const float (&acc)[K / 8][4], const u16* x, int i, int h) {
+  const int lane = threadIdx.x % 32;
+  float d = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < K / 8; ++nt) {
+    const int r = nt * 8 + lane % 4 * 2;
+    d += to_f32<E>(x[i * PK + r]) * acc[nt][2 * h] + to_f32<E>(x[i * PK + r + 1]) * acc[nt][2 * h + 1];
+  }
+  return quad_sum(d);
+}
+
 // out[i] = x_i . acc_i over the K columns, for the warp's rows i (x: 16-bit [i][K] rows).
 template <Elem E, int K, int PK>
 __device__ __forceinline__ void chunk_row_dots(float* out, const float (&acc)[K / 8][4], const u16* x) {
@@ -120,13 +134,7 @@ __device__ __forceinline__ void chunk_row_dots(float* out, const float (&acc)[K 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = i0 + 8 * h;
-    float d = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < K / 8; ++nt) {
-      const int r = nt * 8 + lane % 4 * 2;
-      d += to_f32<E>(x[i * PK + r]) * acc[nt][2 * h] + to_f32<E>(x[i * PK + r + 1]) * acc[nt][2 * h + 1];
-    }
-    d = quad_sum(d);
+    const float d = chunk_row_dot<E, K, PK>(acc, x, i, h);
     if (lane % 4 == 0) out[i] = d;
   }
 }
