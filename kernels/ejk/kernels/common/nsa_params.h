@@ -100,6 +100,39 @@ EJK_HD i64 nsa_row_tasks(const NsaParams& p) {
   return p.batch * p.seqlen * p.heads_kv * ceil_div(p.heads_q / p.heads_kv, kNsaRowHeads);
 }
 
+// A row task's place: sequence, token, kv head and its query heads [h0, h0 + rows); task
+// indexes [0, nsa_row_tasks(p)), the head chunk fastest (every backend's dq/forward order).
+struct NsaRowTask {
+  i64 b, t, hk, h0;
+  int rows;
+};
+
+EJK_HD NsaRowTask nsa_row_task(const NsaParams& p, i64 task) {
+  const i64 group = p.heads_q / p.heads_kv, chunks = ceil_div(group, kNsaRowHeads);
+  NsaRowTask r;
+  const i64 c = task % chunks;
+  task /= chunks;
+  r.hk = task % p.heads_kv;
+  task /= p.heads_kv;
+  r.t = task % p.seqlen;
+  r.b = task / p.seqlen;
+  r.h0 = r.hk * group + c * kNsaRowHeads;
+  r.rows = int(min_of(kNsaRowHeads, group - c * kNsaRowHeads));
+  return r;
+}
+
+// Calls visit(k0, n) for each tile of keys token t attends to: its selected blocks in slot
+// order, each clipped to keys <= t and cut into tiles of at most kNsaKeyTile.
+template <class Visit> EJK_HD void nsa_for_each_tile(const NsaParams& p, const NsaRowTask& r, Visit&& visit) {
+  const i64 n = nsa_count(p, r.b, r.t, r.hk);
+  for (i64 s = 0; s < n; ++s) {
+    const i64 c = nsa_selected_block(p, r.b, r.t, r.hk, s);
+    if (c < 0) continue;
+    const i64 hi = min_of((c + 1) * p.block_size, r.t + 1);
+    for (i64 k0 = c * p.block_size; k0 < hi; k0 += kNsaKeyTile) visit(k0, int(min_of(kNsaKeyTile, hi - k0)));
+  }
+}
+
 // dk/dv tasks: per (sequence, kv head, block) its tiles of at most kNsaKeyTile keys.
 EJK_HD i64 nsa_key_tasks(const NsaParams& p) {
   return p.batch * p.heads_kv * ceil_div(p.seqlen, p.block_size) * ceil_div(p.block_size, kNsaKeyTile);

@@ -105,39 +105,7 @@ EJK_HD void exp_shifted(float* s, int n, float m) {
   for (int u = 0; u < nv; ++u) vstore(s + u * kVecWidth, exp_approx(vload(s + u * kVecWidth) - mv));
 }
 
-// A row task's place: sequence, token, kv head and its query heads [h0, h0 + rows).
-struct RowTask {
-  i64 b, t, hk, h0;
-  int rows;
-};
-
-EJK_HD RowTask row_task(const NsaParams& p, i64 task) {
-  const i64 group = p.heads_q / p.heads_kv, chunks = ceil_div(group, kNsaRowHeads);
-  RowTask r;
-  const i64 c = task % chunks;
-  task /= chunks;
-  r.hk = task % p.heads_kv;
-  task /= p.heads_kv;
-  r.t = task % p.seqlen;
-  r.b = task / p.seqlen;
-  r.h0 = r.hk * group + c * kNsaRowHeads;
-  r.rows = int(min_of(kNsaRowHeads, group - c * kNsaRowHeads));
-  return r;
-}
-
-// Calls visit(k0, n) for each tile of keys token t attends to: its selected blocks in slot
-// order, each clipped to keys <= t and cut into tiles of at most kNsaKeyTile.
-template <class Visit> EJK_HD void for_each_tile(const NsaParams& p, const RowTask& r, Visit&& visit) {
-  const i64 n = nsa_count(p, r.b, r.t, r.hk);
-  for (i64 s = 0; s < n; ++s) {
-    const i64 c = nsa_selected_block(p, r.b, r.t, r.hk, s);
-    if (c < 0) continue;
-    const i64 hi = min_of((c + 1) * p.block_size, r.t + 1);
-    for (i64 k0 = c * p.block_size; k0 < hi; k0 += kNsaKeyTile) visit(k0, int(min_of(kNsaKeyTile, hi - k0)));
-  }
-}
-
-template <class Cfg> void fwd_task(const NsaParams& p, const RowTask& r) {
+template <class Cfg> void fwd_task(const NsaParams& p, const NsaRowTask& r) {
   constexpr ElemKind E = Cfg::kElem;
   constexpr int D = Cfg::kHeadDim, R = int(kNsaRowHeads), BK = int(kNsaKeyTile);
   float q[R][D], acc[R][D], m[R], l[R], s[BK];
@@ -147,7 +115,7 @@ template <class Cfg> void fwd_task(const NsaParams& p, const RowTask& r) {
     for (int d = 0; d < D; ++d) acc[i][d] = 0.0f;
     m[i] = neg_inf_f32(), l[i] = 0.0f;
   }
-  for_each_tile(p, r, [&](i64 k0, int n) {
+  nsa_for_each_tile(p, r, [&](i64 k0, int n) {
     load_tile<Cfg>(p, r.b, r.hk, k0, n, tl, false);
     for (int i = 0; i < r.rows; ++i) {
       row_times_tile<D>(q[i], tl.kt, n, p.scale, s);
@@ -210,7 +178,7 @@ EJK_HD void tile_grads(const NsaParams& p, const GradRow<Cfg>& g, const Tile<Cfg
   }
 }
 
-template <class Cfg> void dq_task(const NsaParams& p, const RowTask& r) {
+template <class Cfg> void dq_task(const NsaParams& p, const NsaRowTask& r) {
   constexpr int D = Cfg::kHeadDim, R = int(kNsaRowHeads), BK = int(kNsaKeyTile);
   GradRow<Cfg> g[R];
   bool live[R];
@@ -220,7 +188,7 @@ template <class Cfg> void dq_task(const NsaParams& p, const RowTask& r) {
     live[i] = load_grad_row<Cfg>(p, r.b, r.t, r.h0 + i, g[i], scratch);
     for (int d = 0; d < D; ++d) dq[i][d] = 0.0f;
   }
-  for_each_tile(p, r, [&](i64 k0, int n) {
+  nsa_for_each_tile(p, r, [&](i64 k0, int n) {
     load_tile<Cfg>(p, r.b, r.hk, k0, n, tl, true);
     for (int i = 0; i < r.rows; ++i) {
       if (!live[i]) continue;
@@ -293,14 +261,14 @@ template <class Cfg> void dkv_task(const NsaParams& p, i64 task) {
 
 // Tasks [task_begin, task_end) of nsa_row_tasks(p).
 template <class Cfg> void nsa_fwd(const NsaParams& p, long long task_begin, long long task_end) {
-  for (long long t = task_begin; t < task_end; ++t) nsa::fwd_task<Cfg>(p, nsa::row_task(p, t));
+  for (long long t = task_begin; t < task_end; ++t) nsa::fwd_task<Cfg>(p, nsa_row_task(p, t));
 }
 
 // Tasks [task_begin, task_end) of nsa_row_tasks(p) dq tasks, then nsa_key_tasks(p) dk/dv tasks.
 template <class Cfg> void nsa_bwd(const NsaParams& p, long long task_begin, long long task_end) {
   const i64 rows = nsa_row_tasks(p);
   for (long long t = task_begin; t < task_end; ++t) {
-    if (t < rows) nsa::dq_task<Cfg>(p, nsa::row_task(p, t));
+    if (t < rows) nsa::dq_task<Cfg>(p, nsa_row_task(p, t));
     else nsa::dkv_task<Cfg>(p, t - rows);
   }
 }

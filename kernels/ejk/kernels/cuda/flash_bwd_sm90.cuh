@@ -324,12 +324,7 @@ template <class Cfg> __device__ void bwd_q_sm90(const FlashBwdParams& p) {
 
   const TileContext<C> ctx = tile_context<C>(f, seq, h, q0, warp_row0, lane);
   float lse2[2], delta[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const i64 i = q0 + warp_row0 + (lane >> 2) + half * 8;
-    lse2[half] = bwd_lse_log2(f, seq, h, i);
-    delta[half] = i < seq.len_q ? p.delta[bwd_row_at(f, seq, h, i)] : 0.f;
-  }
+  bwd_row_stats(p, seq, h, q0 + warp_row0 + (lane >> 2), lse2, delta);
   const float cap_ln2 = C::kSoftcap ? kLn2 / f.softcap : 0.f;
   float dq[1][D / 8][4];
   zero<D / 8>(dq);

@@ -32,6 +32,17 @@ __device__ __forceinline__ float bwd_lse_to_log2(float lse) {
   return lse == neg_inf_f32() ? __int_as_float(0x7f800000) : lse * kLog2e;
 }
 
+// lse (log2 units) and delta of a dq pass lane's rows i0 and i0 + 8 (its C fragments' rows).
+__device__ __forceinline__ void bwd_row_stats(const FlashBwdParams& p, const SeqSpan& seq, i64 h, i64 i0,
+                                              float (&lse2)[2], float (&delta)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const i64 i = i0 + half * 8;
+    lse2[half] = bwd_lse_log2(p.fwd, seq, h, i);
+    delta[half] = i < seq.len_q ? p.delta[bwd_row_at(p.fwd, seq, h, i)] : 0.f;
+  }
+}
+
 template <class Cfg> __device__ void bwd_delta_rows(const FlashBwdParams& p) {
   constexpr Elem E = Cfg::E;
   const FlashFwdParams& f = p.fwd;
@@ -324,12 +335,7 @@ template <class Cfg, class MakeWalk> __device__ void bwd_q_tc_walk(const FlashBw
 
   const TileContext<C> ctx = tile_context<C>(f, seq, h, q0, warp_row0, lane);
   float lse2[2], delta[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const i64 i = q0 + warp_row0 + (lane >> 2) + half * 8;
-    lse2[half] = bwd_lse_log2(f, seq, h, i);
-    delta[half] = i < seq.len_q ? p.delta[bwd_row_at(f, seq, h, i)] : 0.f;
-  }
+  bwd_row_stats(p, seq, h, q0 + warp_row0 + (lane >> 2), lse2, delta);
   const float cap_ln2 = C::kSoftcap ? kLn2 / f.softcap : 0.f;
   float dq[C::kMTiles][C::kDTiles][4];
   bwd_zero<C>(dq);

@@ -89,6 +89,28 @@ __device__ __forceinline__ void chunk_decays(float* G, float* W, const ChunkView
 // State accumulators of a warp: K / 64 m16 tiles of rows, 4 n8 tiles of columns.
 template <int K> constexpr int kChunkStateTiles = K / 64;
 
+// acc[2 nb], acc[2 nb + 1] (16 x 16 column block nb < NB) += A_kb B_kb,nb over the k blocks kb <
+// KB of [kb_lo, kb_hi], for nb <= nb_hi (the causal blocks' bounds; the rest are skipped):
+// fa(a, kb) loads the A fragment of k block kb, fb(b, kb, nb) the two B fragments' pairs.
+template <Elem E, int KB, int NB, class FragA, class FragB>
+__device__ __forceinline__ void chunk_warp_mma(float (*acc)[4], int kb_lo, int kb_hi, int nb_hi, FragA&& fa,
+                                               FragB&& fb) {
+#pragma unroll
+  for (int kb = 0; kb < KB; ++kb) {
+    if (kb < kb_lo || kb > kb_hi) continue;
+    u32 a[4];
+    fa(a, kb);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      if (nb > nb_hi) continue;
+      u32 b[4];
+      fb(b, kb, nb);
+      mma_16816<E>(acc[2 * nb], a, b[0], b[1]);
+      mma_16816<E>(acc[2 * nb + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 template <int K>
 __device__ __forceinline__ void chunk_state_io(float (&S)[kChunkStateTiles<K>][4][4], const ChunkView& v, bool load) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

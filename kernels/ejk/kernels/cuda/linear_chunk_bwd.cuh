@@ -69,30 +69,12 @@ __device__ __forceinline__ void chunk_bwd_scores(u32 (&da)[4][4], u16* spa, u16*
                                                  float scale, const ChunkGateSums* gs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = 16 * warp;
   float P[8][4] = {}, dP[8][4] = {};
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    u32 a[4], b[4];
-    frag_a(a, sq, PK, row0, kk * 16);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      if (np > warp) continue;
-      frag_b_nk(b, sk, PK, np * 16, kk * 16);
-      mma_16816<E>(P[2 * np], a, b[0], b[1]);
-      mma_16816<E>(P[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-#pragma unroll
-  for (int kk = 0; kk < kLinearChunkCols / 16; ++kk) {
-    u32 a[4], b[4];
-    frag_a(a, sdo, PV, row0, kk * 16);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      if (np > warp) continue;
-      frag_b_nk(b, sv, PV, np * 16, kk * 16);
-      mma_16816<E>(dP[2 * np], a, b[0], b[1]);
-      mma_16816<E>(dP[2 * np + 1], a, b[2], b[3]);
-    }
-  }
+  chunk_warp_mma<E, K / 16, 4>(
+      P, 0, K / 16, warp, [&](u32(&a)[4], int kb) { frag_a(a, sq, PK, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_nk(b, sk, PK, nb * 16, kb * 16); });
+  chunk_warp_mma<E, kLinearChunkCols / 16, 4>(
+      dP, 0, kLinearChunkCols / 16, warp, [&](u32(&a)[4], int kb) { frag_a(a, sdo, PV, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_nk(b, sv, PV, nb * 16, kb * 16); });
   const int i0 = row0 + lane / 4, i1 = i0 + 8;
   const float g0 = G[i0], g1 = G[i1];
   float r0 = 0.0f, r1 = 0.0f;
@@ -165,33 +147,16 @@ __device__ __forceinline__ void chunk_bwd_dq(float (&acc)[K / 8][4], const u32 (
   for (int nt = 0; nt < K / 8; ++nt)
 #pragma unroll
     for (int x = 0; x < 4; ++x) acc[nt][x] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < kLinearChunkCols / 16; ++kk) {
-    u32 a[4];
-    frag_a(a, sdo, PV, row0, kk * 16);
-#pragma unroll
-    for (int np = 0; np < K / 16; ++np) {
-      u32 b[4];
-      frag_b_nk(b, ss, PV, np * 16, kk * 16);
-      mma_16816<E>(acc[2 * np], a, b[0], b[1]);
-      mma_16816<E>(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
+  chunk_warp_mma<E, kLinearChunkCols / 16, K / 16>(
+      acc, 0, kLinearChunkCols / 16, K / 16, [&](u32(&a)[4], int kb) { frag_a(a, sdo, PV, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_nk(b, ss, PV, nb * 16, kb * 16); });
   const float f0 = scale * expf(G[row0 + lane / 4]), f1 = scale * expf(G[row0 + lane / 4 + 8]);
 #pragma unroll
   for (int nt = 0; nt < K / 8; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
   if (gs != nullptr) chunk_row_dots<E, K, PK>(gs->inter, acc, sq);
-#pragma unroll
-  for (int kb = 0; kb < 4; ++kb) {
-    if (kb > warp) continue;
-#pragma unroll
-    for (int np = 0; np < K / 16; ++np) {
-      u32 b[4];
-      frag_b_kn(b, sk, PK, kb * 16, np * 16);
-      mma_16816<E>(acc[2 * np], da[kb], b[0], b[1]);
-      mma_16816<E>(acc[2 * np + 1], da[kb], b[2], b[3]);
-    }
-  }
+  chunk_warp_mma<E, 4, K / 16>(
+      acc, 0, warp, K / 16, [&](u32(&a)[4], int kb) { for (int x = 0; x < 4; ++x) a[x] = da[kb][x]; },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, sk, PK, kb * 16, nb * 16); });
 }
 
 // f_j = w_j exp(G_C - G_j) of the warp's rows j0 = 16w + lane / 4 and j0 + 8 (with_w false:
@@ -214,18 +179,9 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
   for (int nt = 0; nt < K / 8; ++nt)
 #pragma unroll
     for (int x = 0; x < 4; ++x) acc[nt][x] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < kLinearChunkCols / 16; ++kk) {
-    u32 a[4];
-    frag_a(a, sv, PV, row0, kk * 16);
-#pragma unroll
-    for (int np = 0; np < K / 16; ++np) {
-      u32 b[4];
-      frag_b_nk(b, sds, PV, np * 16, kk * 16);
-      mma_16816<E>(acc[2 * np], a, b[0], b[1]);
-      mma_16816<E>(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
+  chunk_warp_mma<E, kLinearChunkCols / 16, K / 16>(
+      acc, 0, kLinearChunkCols / 16, K / 16, [&](u32(&a)[4], int kb) { frag_a(a, sv, PV, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_nk(b, sds, PV, nb * 16, kb * 16); });
   float f0, f1;
   chunk_key_decays(f0, f1, G, W, false);
 #pragma unroll
@@ -237,19 +193,9 @@ __device__ __forceinline__ void chunk_bwd_dk(float (&acc)[K / 8][4], const u16* 
   } else {
     chunk_col_dots<E, K, PK>(ks, acc, sk, W);
   }
-#pragma unroll
-  for (int ib = 0; ib < 4; ++ib) {
-    if (ib < warp) continue;
-    u32 a[4];
-    frag_a_t(a, sda, kChunkP, row0, ib * 16);
-#pragma unroll
-    for (int np = 0; np < K / 16; ++np) {
-      u32 b[4];
-      frag_b_kn(b, sq, PK, ib * 16, np * 16);
-      mma_16816<E>(acc[2 * np], a, b[0], b[1]);
-      mma_16816<E>(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
+  chunk_warp_mma<E, 4, K / 16>(
+      acc, warp, 4, K / 16, [&](u32(&a)[4], int kb) { frag_a_t(a, sda, kChunkP, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, sq, PK, kb * 16, nb * 16); });
 }
 
 // dk = w dk' for the warp's rows, after dw = k . dk' (weighted: written for the steps present).
@@ -261,13 +207,7 @@ __device__ __forceinline__ void chunk_bwd_key_weights(float (&acc)[K / 8][4], co
   for (int h = 0; h < 2; ++h) {
     const int j = row0 + lane / 4 + h * 8;
     if (b.f.weighted) {
-      float dw = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < K / 8; ++nt) {
-        const int r = nt * 8 + lane % 4 * 2;
-        dw += to_f32<E>(sk[j * PK + r]) * acc[nt][2 * h] + to_f32<E>(sk[j * PK + r + 1]) * acc[nt][2 * h + 1];
-      }
-      dw = quad_sum(dw);
+      const float dw = chunk_row_dot<E, K, PK>(acc, sk, j, h);
       if (lane % 4 == 0 && j < rows) b.part[(n0 + j) * b.spart + 2 * K + 1] = dw;
     }
 #pragma unroll
@@ -286,36 +226,17 @@ __device__ __forceinline__ void chunk_bwd_dv(float (&acc)[4][4], const u16* sk, 
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int x = 0; x < 4; ++x) acc[nt][x] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    u32 a[4];
-    frag_a(a, sk, PK, row0, kk * 16);
-#pragma unroll
-    for (int vp = 0; vp < 2; ++vp) {
-      u32 f[4];
-      frag_b_kn(f, sds, PV, kk * 16, vp * 16);
-      mma_16816<E>(acc[2 * vp], a, f[0], f[1]);
-      mma_16816<E>(acc[2 * vp + 1], a, f[2], f[3]);
-    }
-  }
+  chunk_warp_mma<E, K / 16, 2>(
+      acc, 0, K / 16, 2, [&](u32(&a)[4], int kb) { frag_a(a, sk, PK, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, sds, PV, kb * 16, nb * 16); });
   float f0, f1;
   chunk_key_decays(f0, f1, G, W, true);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) acc[nt][0] *= f0, acc[nt][1] *= f0, acc[nt][2] *= f1, acc[nt][3] *= f1;
   if (vs != nullptr) chunk_col_dots<E, kLinearChunkCols, PV>(vs, acc, sv, nullptr);  // f holds the weights
-#pragma unroll
-  for (int ib = 0; ib < 4; ++ib) {
-    if (ib < warp) continue;
-    u32 a[4];
-    frag_a_t(a, spa, kChunkP, row0, ib * 16);
-#pragma unroll
-    for (int vp = 0; vp < 2; ++vp) {
-      u32 f[4];
-      frag_b_kn(f, sdo, PV, ib * 16, vp * 16);
-      mma_16816<E>(acc[2 * vp], a, f[0], f[1]);
-      mma_16816<E>(acc[2 * vp + 1], a, f[2], f[3]);
-    }
-  }
+  chunk_warp_mma<E, 4, 2>(
+      acc, warp, 4, 2, [&](u32(&a)[4], int kb) { frag_a_t(a, spa, kChunkP, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, sdo, PV, kb * 16, nb * 16); });
 }
 
 // The warp's rows of dv (acc plus the skip), for the steps and columns present.

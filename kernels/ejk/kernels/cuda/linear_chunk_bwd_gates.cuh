@@ -95,34 +95,15 @@ __device__ __forceinline__ void chunk_bwd_col_rows(float* yv, const float (&dv)[
                                                    float scale) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = 16 * warp;
   float O[4][4] = {};
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    u32 a[4];
-    frag_a(a, sq, PK, row0, kk * 16);
-#pragma unroll
-    for (int vp = 0; vp < 2; ++vp) {
-      u32 f[4];
-      frag_b_kn(f, ss, PV, kk * 16, vp * 16);
-      mma_16816<E>(O[2 * vp], a, f[0], f[1]);
-      mma_16816<E>(O[2 * vp + 1], a, f[2], f[3]);
-    }
-  }
+  chunk_warp_mma<E, K / 16, 2>(
+      O, 0, K / 16, 2, [&](u32(&a)[4], int kb) { frag_a(a, sq, PK, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, ss, PV, kb * 16, nb * 16); });
   const float f0 = scale * expf(G[row0 + lane / 4]), f1 = scale * expf(G[row0 + lane / 4 + 8]);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) O[nt][0] *= f0, O[nt][1] *= f0, O[nt][2] *= f1, O[nt][3] *= f1;
-#pragma unroll
-  for (int kb = 0; kb < 4; ++kb) {
-    if (kb > warp) continue;
-    u32 a[4];
-    frag_a(a, spa, kChunkP, row0, kb * 16);
-#pragma unroll
-    for (int vp = 0; vp < 2; ++vp) {
-      u32 f[4];
-      frag_b_kn(f, sv, PV, kb * 16, vp * 16);
-      mma_16816<E>(O[2 * vp], a, f[0], f[1]);
-      mma_16816<E>(O[2 * vp + 1], a, f[2], f[3]);
-    }
-  }
+  chunk_warp_mma<E, 4, 2>(
+      O, 0, warp, 2, [&](u32(&a)[4], int kb) { frag_a(a, spa, kChunkP, row0, kb * 16); },
+      [&](u32(&b)[4], int kb, int nb) { frag_b_kn(b, sv, PV, kb * 16, nb * 16); });
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -132,6 +113,20 @@ __device__ __forceinline__ void chunk_bwd_col_rows(float* yv, const float (&dv)[
     }
 }
 
+// x_i . acc_i over the K columns for the lane's row i of half h (row 16w + lane / 4 + 8h; x:
+// 16-bit [i][K] rows), summed over the quad.
+template <Elem E, int K, int PK>
+__device__ __forceinline__ float chunk_row_dot(const float (&acc)[K / 8][4], const u16* x, int i, int h) {
+  const int lane = threadIdx.x % 32;
+  float d = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < K / 8; ++nt) {
+    const int r = nt * 8 + lane % 4 * 2;
+    d += to_f32<E>(x[i * PK + r]) * acc[nt][2 * h] + to_f32<E>(x[i * PK + r + 1]) * acc[nt][2 * h + 1];
+  }
+  return quad_sum(d);
+}
+
 // out[i] = x_i . acc_i over the K columns, for the warp's rows i (x: 16-bit [i][K] rows).
 template <Elem E, int K, int PK>
 __device__ __forceinline__ void chunk_row_dots(float* out, const float (&acc)[K / 8][4], const u16* x) {
@@ -139,13 +134,7 @@ __device__ __forceinline__ void chunk_row_dots(float* out, const float (&acc)[K 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = i0 + 8 * h;
-    float d = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < K / 8; ++nt) {
-      const int r = nt * 8 + lane % 4 * 2;
-      d += to_f32<E>(x[i * PK + r]) * acc[nt][2 * h] + to_f32<E>(x[i * PK + r + 1]) * acc[nt][2 * h + 1];
-    }
-    d = quad_sum(d);
+    const float d = chunk_row_dot<E, K, PK>(acc, x, i, h);
     if (lane % 4 == 0) out[i] = d;
   }
 }

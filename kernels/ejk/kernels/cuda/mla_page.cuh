@@ -111,24 +111,7 @@ __device__ __forceinline__ void mla_tc_values(const MlaPageParams& p, const u16*
       if (p.softcap > 0.0f) x = p.softcap * fast_tanh(x / p.softcap);
       sc[nt][e] = key < valid ? x * kLog2e : neg_inf_f32();
     }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float mx = neg_inf_f32();
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) mx = fmax_f32(mx, fmax_f32(sc[nt][2 * r], sc[nt][2 * r + 1]));
-    mx = quad_max(mx);
-    const float mn = fmax_f32(m[r], mx);  // finite: the tile has a position
-    const float alpha = fast_exp2(m[r] - mn);
-    m[r] = mn;
-    float sum = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) sum += (sc[nt][e] = fast_exp2(sc[nt][e] - mn));
-    l[r] = l[r] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < S::kColTiles; ++dt) o[dt][2 * r] *= alpha, o[dt][2 * r + 1] *= alpha;
-  }
+  online_softmax_tile<false>(sc, m, l, o);  // the tile has a position: m stays finite
   // P as the A operand of two k-steps of 16 keys: the C layout of two n8 tiles is the A layout.
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {

@@ -15,6 +15,7 @@
 #pragma once
 #include "ejk/kernels/common/base.h"
 #include "ejk/kernels/common/nsa_params.h"
+#include "ejk/kernels/cuda/nsa_fwd.cuh"
 #include "ejk/kernels/cuda/ptx.cuh"
 
 namespace ejk::cuda {
@@ -82,15 +83,9 @@ template <Elem E, int D> __device__ __attribute__((noinline)) void dq(const NsaP
   const int lane = int(threadIdx.x) % 32, g = lane / 4, q2 = (lane % 4) * 2;
 
   // The task: sequence b, token t, kv head hk, query heads [h0, h0 + rows).
-  const i64 group = p.heads_q / p.heads_kv, chunks = ceil_div(group, kNsaRowHeads);
-  i64 task = i64(blockIdx.x);
-  const i64 chunk = task % chunks;
-  task /= chunks;
-  const i64 hk = task % p.heads_kv;
-  task /= p.heads_kv;
-  const i64 t = task % p.seqlen, b = task / p.seqlen;
-  const i64 h0 = hk * group + chunk * kNsaRowHeads;
-  const int rows = int(min_of(kNsaRowHeads, group - chunk * kNsaRowHeads));
+  const NsaRowTask task = nsa_row_task(p, i64(blockIdx.x));
+  const i64 b = task.b, t = task.t, hk = task.hk, h0 = task.h0;
+  const int rows = task.rows;
 
   const u16* q = static_cast<const u16*>(p.q);
   const u16* d_out = static_cast<const u16*>(p.d_out);
@@ -129,44 +124,30 @@ template <Elem E, int D> __device__ __attribute__((noinline)) void dq(const NsaP
   float acc[DT][4];
   for (int dt = 0; dt < DT; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
 
-  const u16* k = static_cast<const u16*>(p.k);
-  const u16* v = static_cast<const u16*>(p.v);
-  const i64 count = nsa_count(p, b, t, hk);
-  for (i64 s = 0; s < count; ++s) {
-    const i64 c = nsa_selected_block(p, b, t, hk, s);
-    if (c < 0) continue;
-    const i64 hi = min_of((c + 1) * p.block_size, t + 1);
-    for (i64 k0 = c * p.block_size; k0 < hi; k0 += BK) {
-      const int n = int(min_of<i64>(BK, hi - k0));
-      __syncthreads();  // the previous tile is read by every lane
-      for (int i = lane; i < BK * D; i += 32) {
-        const int j = i / D, d = i % D;
-        const bool in = j < n;
-        ks[j][d] = in ? k[b * p.k_stride_b + (k0 + j) * p.k_stride_t + hk * p.k_stride_h + d] : u16(0);
-        vs[j][d] = in ? v[b * p.v_stride_b + (k0 + j) * p.v_stride_t + hk * p.v_stride_h + d] : u16(0);
-      }
-      __syncthreads();
-      // Per 16 keys (only their dS live): S = Q K^T, dP = dO V^T, dS = scale P (dP - delta),
-      // then dq += dS K.
+  nsa_for_each_tile(p, task, [&](i64 k0, int n) {
+    __syncthreads();  // the previous tile is read by every lane
+    nsa_load_kv<D>(p, b, hk, k0, n, ks, vs, lane, 32);
+    __syncthreads();
+    // Per 16 keys (only their dS live): S = Q K^T, dP = dO V^T, dS = scale P (dP - delta),
+    // then dq += dS K.
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        float ds[2][4];
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      float ds[2][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int nt = 2 * kk + h;
-          float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          times_rows_t<E, D>(sc, qa, ks, nt * 8, g, q2);
-          times_rows_t<E, D>(dp, da, vs, nt * 8, g, q2);
-          for (int e = 0; e < 4; ++e) {
-            const int j = nt * 8 + q2 + (e & 1);
-            const float pr = j < n ? expf(sc[e] * p.scale - lse[e / 2]) : 0.0f;
-            ds[h][e] = p.scale * pr * (dp[e] - delta[e / 2]);
-          }
+      for (int h = 0; h < 2; ++h) {
+        const int nt = 2 * kk + h;
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        times_rows_t<E, D>(sc, qa, ks, nt * 8, g, q2);
+        times_rows_t<E, D>(dp, da, vs, nt * 8, g, q2);
+        for (int e = 0; e < 4; ++e) {
+          const int j = nt * 8 + q2 + (e & 1);
+          const float pr = j < n ? expf(sc[e] * p.scale - lse[e / 2]) : 0.0f;
+          ds[h][e] = p.scale * pr * (dp[e] - delta[e / 2]);
         }
-        acc_times_rows<E, D>(acc, ds[0], ds[1], ks, kk * 16, g, q2);
       }
+      acc_times_rows<E, D>(acc, ds[0], ds[1], ks, kk * 16, g, q2);
     }
-  }
+  });
   u16* dq_out = static_cast<u16*>(p.dq);
   store_rows<E, D>(acc, rows, g, q2,
                    [&](int r) { return dq_out + b * p.dq_stride_b + t * p.dq_stride_t + (h0 + r) * p.dq_stride_h; });
@@ -269,14 +250,7 @@ template <Elem E, int D> __device__ __attribute__((noinline)) void dkv(const Nsa
   if (k0 >= end) return;
   const int n = int(min_of<i64>(BK, end - k0));
 
-  const u16* k = static_cast<const u16*>(p.k);
-  const u16* v = static_cast<const u16*>(p.v);
-  for (int i = tid; i < BK * D; i += NTH) {
-    const int j = i / D, d = i % D;
-    const bool in = j < n;
-    sm.ks[j][d] = in ? k[b * p.k_stride_b + (k0 + j) * p.k_stride_t + hk * p.k_stride_h + d] : u16(0);
-    sm.vs[j][d] = in ? v[b * p.v_stride_b + (k0 + j) * p.v_stride_t + hk * p.v_stride_h + d] : u16(0);
-  }
+  nsa_load_kv<D>(p, b, hk, k0, n, sm.ks, sm.vs, tid, NTH);
   float dk[DT][4], dv[DT][4];
   for (int dt = 0; dt < DT; ++dt)
     for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.0f;

@@ -12,6 +12,21 @@
 
 namespace ejk::cuda {
 
+// K and V rows [k0, k0 + n) of sequence b, kv head hk into [kNsaKeyTile][D] tiles, zero rows
+// past n; threads first, first + step, ... share the elements.
+template <int D>
+__device__ __forceinline__ void nsa_load_kv(const NsaParams& p, i64 b, i64 hk, i64 k0, int n, u16 (*ks)[D],
+                                            u16 (*vs)[D], int first, int step) {
+  const u16* k = static_cast<const u16*>(p.k);
+  const u16* v = static_cast<const u16*>(p.v);
+  for (int i = first; i < int(kNsaKeyTile) * D; i += step) {
+    const int j = i / D, d = i % D;
+    const bool in = j < n;
+    ks[j][d] = in ? k[b * p.k_stride_b + (k0 + j) * p.k_stride_t + hk * p.k_stride_h + d] : u16(0);
+    vs[j][d] = in ? v[b * p.v_stride_b + (k0 + j) * p.v_stride_t + hk * p.v_stride_h + d] : u16(0);
+  }
+}
+
 template <Elem E, int D> __device__ __forceinline__ void nsa_fwd(const NsaParams& p) {
   static_assert(E != Elem::f32, "the tensor-core kernel takes 16-bit elements");
   static_assert(D % 16 == 0, "head_dim must be a multiple of 16");
@@ -23,19 +38,11 @@ template <Elem E, int D> __device__ __forceinline__ void nsa_fwd(const NsaParams
   const int lane = int(threadIdx.x) % 32, g = lane / 4, q2 = (lane % 4) * 2;
 
   // The task: sequence b, token t, kv head hk, query heads [h0, h0 + rows).
-  const i64 group = p.heads_q / p.heads_kv, chunks = ceil_div(group, kNsaRowHeads);
-  i64 task = i64(blockIdx.x);
-  const i64 chunk = task % chunks;
-  task /= chunks;
-  const i64 hk = task % p.heads_kv;
-  task /= p.heads_kv;
-  const i64 t = task % p.seqlen, b = task / p.seqlen;
-  const i64 h0 = hk * group + chunk * kNsaRowHeads;
-  const int rows = int(min_of(kNsaRowHeads, group - chunk * kNsaRowHeads));
+  const NsaRowTask task = nsa_row_task(p, i64(blockIdx.x));
+  const i64 b = task.b, t = task.t, hk = task.hk, h0 = task.h0;
+  const int rows = task.rows;
 
   const u16* q = static_cast<const u16*>(p.q);
-  const u16* k = static_cast<const u16*>(p.k);
-  const u16* v = static_cast<const u16*>(p.v);
   for (int i = lane; i < 16 * D; i += 32) {
     const int r = i / D, c = i % D;
     qs[r][c] = r < rows ? q[b * p.q_stride_b + t * p.q_stride_t + (h0 + r) * p.q_stride_h + c] : u16(0);
@@ -51,70 +58,58 @@ template <Elem E, int D> __device__ __forceinline__ void nsa_fwd(const NsaParams
   for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
   float m[2] = {neg_inf_f32(), neg_inf_f32()}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
 
-  const i64 count = nsa_count(p, b, t, hk);
-  for (i64 s = 0; s < count; ++s) {
-    const i64 c = nsa_selected_block(p, b, t, hk, s);
-    if (c < 0) continue;
-    const i64 hi = min_of((c + 1) * p.block_size, t + 1);
-    for (i64 k0 = c * p.block_size; k0 < hi; k0 += BK) {
-      const int n = int(min_of<i64>(BK, hi - k0));
-      __syncthreads();  // the previous tile is read by every lane
-      for (int i = lane; i < BK * D; i += 32) {
-        const int j = i / D, d = i % D;
-        const bool in = j < n;
-        ks[j][d] = in ? k[b * p.k_stride_b + (k0 + j) * p.k_stride_t + hk * p.k_stride_h + d] : u16(0);
-        vs[j][d] = in ? v[b * p.v_stride_b + (k0 + j) * p.v_stride_t + hk * p.v_stride_h + d] : u16(0);
+  nsa_for_each_tile(p, task, [&](i64 k0, int n) {
+    __syncthreads();  // the previous tile is read by every lane
+    nsa_load_kv<D>(p, b, hk, k0, n, ks, vs, lane, 32);
+    __syncthreads();
+    // S = Q K^T: B[k][n] = K[n][k], n the tile's key.
+    float sc[NT][4];
+    for (int nt = 0; nt < NT; ++nt) {
+      sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+      for (int kk = 0; kk < KS; ++kk)
+        mma_16816<E>(sc[nt], qa[kk], pair(ks[nt * 8 + g], kk * 16 + q2), pair(ks[nt * 8 + g], kk * 16 + 8 + q2));
+    }
+    float mx[2] = {m[0], m[1]};
+    for (int nt = 0; nt < NT; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int j = nt * 8 + q2 + (e & 1);
+        sc[nt][e] = j < n ? sc[nt][e] * p.scale : neg_inf_f32();
+        mx[e / 2] = max_of(mx[e / 2], sc[nt][e]);
       }
-      __syncthreads();
-      // S = Q K^T: B[k][n] = K[n][k], n the tile's key.
-      float sc[NT][4];
-      for (int nt = 0; nt < NT; ++nt) {
-        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
-        for (int kk = 0; kk < KS; ++kk)
-          mma_16816<E>(sc[nt], qa[kk], pair(ks[nt * 8 + g], kk * 16 + q2), pair(ks[nt * 8 + g], kk * 16 + 8 + q2));
+    // A row's 64 logits lie in the 4 lanes of its quad.
+    float corr[2], sum[2] = {0.0f, 0.0f};
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = max_of(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = max_of(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      corr[h] = expf(m[h] - mx[h]);
+      m[h] = mx[h];
+    }
+    for (int nt = 0; nt < NT; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        sc[nt][e] = expf(sc[nt][e] - m[e / 2]);
+        sum[e / 2] += sc[nt][e];
       }
-      float mx[2] = {m[0], m[1]};
-      for (int nt = 0; nt < NT; ++nt)
-        for (int e = 0; e < 4; ++e) {
-          const int j = nt * 8 + q2 + (e & 1);
-          sc[nt][e] = j < n ? sc[nt][e] * p.scale : neg_inf_f32();
-          mx[e / 2] = max_of(mx[e / 2], sc[nt][e]);
-        }
-      // A row's 64 logits lie in the 4 lanes of its quad.
-      float corr[2], sum[2] = {0.0f, 0.0f};
-      for (int h = 0; h < 2; ++h) {
-        mx[h] = max_of(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = max_of(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        corr[h] = expf(m[h] - mx[h]);
-        m[h] = mx[h];
-      }
-      for (int nt = 0; nt < NT; ++nt)
-        for (int e = 0; e < 4; ++e) {
-          sc[nt][e] = expf(sc[nt][e] - m[e / 2]);
-          sum[e / 2] += sc[nt][e];
-        }
-      for (int h = 0; h < 2; ++h) {
-        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-        l[h] = l[h] * corr[h] + sum[h];
-      }
-      for (int dt = 0; dt < DT; ++dt)
-        o[dt][0] *= corr[0], o[dt][1] *= corr[0], o[dt][2] *= corr[1], o[dt][3] *= corr[1];
-      // O += P V: P's accumulator layout is the A layout of keys [16 kk, 16 kk + 16).
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const u32 pa[4] = {pack2<E>(sc[2 * kk][0], sc[2 * kk][1]), pack2<E>(sc[2 * kk][2], sc[2 * kk][3]),
-                           pack2<E>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                           pack2<E>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-        const int key = kk * 16 + q2;
-        for (int dt = 0; dt < DT; ++dt) {
-          const int col = dt * 8 + g;
-          const u32 b0 = u32(vs[key][col]) | (u32(vs[key + 1][col]) << 16);
-          const u32 b1 = u32(vs[key + 8][col]) | (u32(vs[key + 9][col]) << 16);
-          mma_16816<E>(o[dt], pa, b0, b1);
-        }
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+      l[h] = l[h] * corr[h] + sum[h];
+    }
+    for (int dt = 0; dt < DT; ++dt)
+      o[dt][0] *= corr[0], o[dt][1] *= corr[0], o[dt][2] *= corr[1], o[dt][3] *= corr[1];
+    // O += P V: P's accumulator layout is the A layout of keys [16 kk, 16 kk + 16).
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const u32 pa[4] = {pack2<E>(sc[2 * kk][0], sc[2 * kk][1]), pack2<E>(sc[2 * kk][2], sc[2 * kk][3]),
+                         pack2<E>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                         pack2<E>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+      const int key = kk * 16 + q2;
+      for (int dt = 0; dt < DT; ++dt) {
+        const int col = dt * 8 + g;
+        const u32 b0 = u32(vs[key][col]) | (u32(vs[key + 1][col]) << 16);
+        const u32 b1 = u32(vs[key + 8][col]) | (u32(vs[key + 9][col]) << 16);
+        mma_16816<E>(o[dt], pa, b0, b1);
       }
     }
-  }
+  });
   u16* out = static_cast<u16*>(p.out);
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;

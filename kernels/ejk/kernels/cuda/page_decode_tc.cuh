@@ -105,22 +105,7 @@ __device__ __forceinline__ void page_tc_tile(const DecodeRows& w, const Bias& bi
       if (w.softcap > 0.0f) x = w.softcap * fast_tanh(x / w.softcap);
       sc[nt][e] = key < valid_keys ? x * kLog2e : neg_inf_f32();
     }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float mx = quad_max(fmax_f32(fmax_f32(sc[0][2 * r], sc[0][2 * r + 1]), fmax_f32(sc[1][2 * r], sc[1][2 * r + 1])));
-    const float mn = fmax_f32(m[r], mx);
-    const float base = mn == neg_inf_f32() ? 0.0f : mn;  // no position yet: every exp2 below is 0
-    const float alpha = fast_exp2(m[r] - base);
-    m[r] = mn;
-    float sum = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) sum += (sc[nt][e] = fast_exp2(sc[nt][e] - base));
-    l[r] = l[r] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < S::kDTiles; ++dt) o[dt][2 * r] *= alpha, o[dt][2 * r + 1] *= alpha;
-  }
+  online_softmax_tile<true>(sc, m, l, o);
   // P as the A operand of one k-step: the C layout of the two n8 tiles is the A layout.
   const u32 a[4] = {pack2<Cfg::E>(sc[0][0], sc[0][1]), pack2<Cfg::E>(sc[0][2], sc[0][3]),
                     pack2<Cfg::E>(sc[1][0], sc[1][1]), pack2<Cfg::E>(sc[1][2], sc[1][3])};
